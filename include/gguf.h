@@ -1,0 +1,174 @@
+/*
+ * gguf.h - the GGUF file layer: a validated reader over a read-only mapping of
+ * the file, and a writer.
+ *
+ * The reader checks everything before the caller sees it (lengths against the
+ * bytes left, counts, types, shapes, alignment, tensor extents, duplicates), so
+ * that after gguf_open() succeeds every accessor is safe on any input. Values
+ * and tensor data are not copied: strings and tensor data point into the
+ * mapping (strings are NOT NUL-terminated: use the length).
+ *
+ *   char err[256];
+ *   struct gguf_file *g = gguf_open("model.gguf", err, sizeof err);
+ *   if (!g) { fprintf(stderr, "%s\n", err); ... }
+ *   uint32_t n_layer;
+ *   if (!gguf_get_u32(g, "llama.block_count", &n_layer)) ... gguf_error(g) ...
+ *   int64_t ti = gguf_find_tensor(g, "token_embd.weight");
+ *   const struct gguf_tensor_info *info = gguf_tensor(g, ti);
+ *   ... info->data points into the mapping ...
+ *   gguf_close(g);
+ */
+#ifndef GGUF_H
+#define GGUF_H
+
+#include "kt.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GGUF_MAGIC "GGUF"
+#define GGUF_DEFAULT_ALIGNMENT 32
+
+/* Value type ids as stored in the file. */
+enum gguf_type {
+    GGUF_TYPE_UINT8 = 0,
+    GGUF_TYPE_INT8 = 1,
+    GGUF_TYPE_UINT16 = 2,
+    GGUF_TYPE_INT16 = 3,
+    GGUF_TYPE_UINT32 = 4,
+    GGUF_TYPE_INT32 = 5,
+    GGUF_TYPE_FLOAT32 = 6,
+    GGUF_TYPE_BOOL = 7,
+    GGUF_TYPE_STRING = 8,
+    GGUF_TYPE_ARRAY = 9,
+    GGUF_TYPE_UINT64 = 10,
+    GGUF_TYPE_INT64 = 11,
+    GGUF_TYPE_FLOAT64 = 12,
+    GGUF_TYPE_COUNT,
+};
+const char *gguf_type_name(enum gguf_type t);
+
+/* A string in the file: ptr points into the mapping, len bytes, no terminator. */
+struct gguf_str {
+    const char *ptr;
+    uint64_t len;
+};
+
+struct gguf_tensor_info {
+    struct gguf_str name;
+    int n_dims;
+    int64_t ne[KT_MAX_DIMS]; /* unused dims are 1 */
+    enum kt_type type;
+    uint64_t offset;         /* relative to the data section */
+    size_t size;             /* bytes (kt_row_size * rows) */
+    const void *data;        /* into the mapping */
+};
+
+struct gguf_file;
+
+/* ---- reader */
+
+/* Open and validate; NULL on failure with a message in err naming the problem
+ * and the byte offset where it was found. */
+struct gguf_file *gguf_open(const char *path, char *err, size_t errlen);
+/* Same over memory the caller owns and keeps alive (fuzzing, tests). */
+struct gguf_file *gguf_open_memory(const void *data, size_t size, char *err, size_t errlen);
+void gguf_close(struct gguf_file *g);
+
+uint32_t gguf_version(const struct gguf_file *g);
+size_t gguf_alignment(const struct gguf_file *g);
+size_t gguf_data_offset(const struct gguf_file *g); /* start of the data section in the file */
+const void *gguf_base(const struct gguf_file *g);   /* the whole file's bytes */
+size_t gguf_size(const struct gguf_file *g);
+/* Message of the last failed getter on this file. */
+const char *gguf_error(const struct gguf_file *g);
+
+/* metadata: keys by index 0..n_kv-1 in file order */
+int64_t gguf_n_kv(const struct gguf_file *g);
+int64_t gguf_find_key(const struct gguf_file *g, const char *key); /* -1 if absent */
+struct gguf_str gguf_key(const struct gguf_file *g, int64_t i);
+enum gguf_type gguf_kv_type(const struct gguf_file *g, int64_t i);
+/* for arrays: element type and count (nested arrays: GGUF_TYPE_ARRAY) */
+enum gguf_type gguf_arr_type(const struct gguf_file *g, int64_t i);
+uint64_t gguf_arr_n(const struct gguf_file *g, int64_t i);
+
+/* Typed getters by key: false if absent or stored with another type (message in gguf_error).
+ * No implicit conversions: asking u32 for an i32 value fails. */
+bool gguf_get_u8(const struct gguf_file *g, const char *key, uint8_t *out);
+bool gguf_get_i8(const struct gguf_file *g, const char *key, int8_t *out);
+bool gguf_get_u16(const struct gguf_file *g, const char *key, uint16_t *out);
+bool gguf_get_i16(const struct gguf_file *g, const char *key, int16_t *out);
+bool gguf_get_u32(const struct gguf_file *g, const char *key, uint32_t *out);
+bool gguf_get_i32(const struct gguf_file *g, const char *key, int32_t *out);
+bool gguf_get_u64(const struct gguf_file *g, const char *key, uint64_t *out);
+bool gguf_get_i64(const struct gguf_file *g, const char *key, int64_t *out);
+bool gguf_get_f32(const struct gguf_file *g, const char *key, float *out);
+bool gguf_get_f64(const struct gguf_file *g, const char *key, double *out);
+bool gguf_get_bool(const struct gguf_file *g, const char *key, bool *out);
+bool gguf_get_str(const struct gguf_file *g, const char *key, struct gguf_str *out);
+/* Any integer type whose value fits in int64 (for hyper-parameters that converters store
+ * as u32 or i32 or u64). Still fails for non-integers. */
+bool gguf_get_int(const struct gguf_file *g, const char *key, int64_t *out);
+/* f32 or f64 */
+bool gguf_get_float(const struct gguf_file *g, const char *key, double *out);
+
+/* Arrays by key index (from gguf_find_key). Element accessors check the element
+ * type and bounds (false + message otherwise). Numeric arrays are stored
+ * unaligned in the file; these copy out. */
+bool gguf_arr_get_str(const struct gguf_file *g, int64_t kv, uint64_t idx, struct gguf_str *out);
+bool gguf_arr_get_int(const struct gguf_file *g, int64_t kv, uint64_t idx, int64_t *out); /* any int type */
+bool gguf_arr_get_float(const struct gguf_file *g, int64_t kv, uint64_t idx, double *out); /* f32/f64 */
+/* Copy a whole array of elem type `type` into out (n = gguf_arr_n elements of that type's size). */
+bool gguf_arr_copy(const struct gguf_file *g, int64_t kv, enum gguf_type type, void *out, uint64_t n);
+/* Raw bytes of a scalar or array value (for printing nested arrays); NULL if i is out of range. */
+const void *gguf_kv_data(const struct gguf_file *g, int64_t i, size_t *size);
+
+/* tensors */
+int64_t gguf_n_tensors(const struct gguf_file *g);
+int64_t gguf_find_tensor(const struct gguf_file *g, const char *name); /* -1 if absent */
+const struct gguf_tensor_info *gguf_tensor(const struct gguf_file *g, int64_t i);
+
+/* ---- writer */
+
+struct gguf_writer;
+
+struct gguf_writer *gguf_writer_new(void);
+void gguf_writer_free(struct gguf_writer *w);
+/* Setting a key twice replaces its value. All copy their arguments. */
+bool gguf_writer_set_u8(struct gguf_writer *w, const char *key, uint8_t v);
+bool gguf_writer_set_i8(struct gguf_writer *w, const char *key, int8_t v);
+bool gguf_writer_set_u16(struct gguf_writer *w, const char *key, uint16_t v);
+bool gguf_writer_set_i16(struct gguf_writer *w, const char *key, int16_t v);
+bool gguf_writer_set_u32(struct gguf_writer *w, const char *key, uint32_t v);
+bool gguf_writer_set_i32(struct gguf_writer *w, const char *key, int32_t v);
+bool gguf_writer_set_u64(struct gguf_writer *w, const char *key, uint64_t v);
+bool gguf_writer_set_i64(struct gguf_writer *w, const char *key, int64_t v);
+bool gguf_writer_set_f32(struct gguf_writer *w, const char *key, float v);
+bool gguf_writer_set_f64(struct gguf_writer *w, const char *key, double v);
+bool gguf_writer_set_bool(struct gguf_writer *w, const char *key, bool v);
+bool gguf_writer_set_str(struct gguf_writer *w, const char *key, const char *v);
+bool gguf_writer_set_strn(struct gguf_writer *w, const char *key, const char *v, size_t len);
+/* array of n numeric elements of `type` (not STRING/ARRAY) */
+bool gguf_writer_set_arr(struct gguf_writer *w, const char *key, enum gguf_type type, const void *data, uint64_t n);
+bool gguf_writer_set_arr_str(struct gguf_writer *w, const char *key, const struct gguf_str *strs, uint64_t n);
+/* Copy every key/value of a reader (e.g. quantize keeps metadata), then override as needed. */
+bool gguf_writer_copy_kv(struct gguf_writer *w, const struct gguf_file *g);
+bool gguf_writer_set_alignment(struct gguf_writer *w, uint32_t alignment);
+/* Add a tensor; data (kt_row_size(type, ne[0]) * rows bytes) is referenced, not copied:
+ * it must stay valid until gguf_writer_write returns. */
+bool gguf_writer_add_tensor(struct gguf_writer *w, const char *name, enum kt_type type, int n_dims,
+                            const int64_t *ne, const void *data);
+/* Write to path (via a temporary file renamed into place, so a failure never leaves a half file). */
+bool gguf_writer_write(struct gguf_writer *w, const char *path);
+const char *gguf_writer_error(const struct gguf_writer *w);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GGUF_H */

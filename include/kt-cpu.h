@@ -1,0 +1,64 @@
+/*
+ * kt-cpu.h - the CPU compute engine: a persistent thread pool, a planner that
+ * decides threads and work memory per node, and graph execution.
+ *
+ *   struct kt_threadpool *tp = kt_threadpool_new(4);       // once
+ *   struct kt_cplan plan = kt_graph_plan(gf, 4, tp);
+ *   plan.work_data = malloc(plan.work_size);               // or an arena
+ *   kt_graph_compute(gf, &plan);                           // many times
+ *   kt_threadpool_free(tp);
+ *
+ * Results do not depend on the number of threads: work is split by output
+ * rows / chunks, never inside one reduction.
+ */
+#ifndef KT_CPU_H
+#define KT_CPU_H
+
+#include "kt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct kt_threadpool;
+
+/* A pool of n_threads - 1 workers; the caller's thread is thread 0. NULL on failure. */
+struct kt_threadpool *kt_threadpool_new(int n_threads);
+void kt_threadpool_free(struct kt_threadpool *tp);
+int kt_threadpool_n_threads(const struct kt_threadpool *tp);
+
+/* Return true to stop a computation between nodes. */
+typedef bool (*kt_abort_callback)(void *data);
+
+struct kt_cplan {
+    size_t work_size;       /* bytes the caller provides in work_data */
+    uint8_t *work_data;
+    int n_threads;
+    struct kt_threadpool *threadpool; /* NULL: compute creates a temporary pool */
+    kt_abort_callback abort_callback;
+    void *abort_callback_data;
+};
+
+enum kt_status {
+    KT_STATUS_SUCCESS = 0,
+    KT_STATUS_FAILED = 1,  /* kt_last_error() says why */
+    KT_STATUS_ABORTED = 2,
+    KT_STATUS_ALLOC_FAILED = 3,
+};
+
+struct kt_cplan kt_graph_plan(const struct kt_cgraph *gf, int n_threads, struct kt_threadpool *tp);
+enum kt_status kt_graph_compute(struct kt_cgraph *gf, struct kt_cplan *plan);
+/* Plan, carve the work buffer from ctx, compute (convenience for tests and tools). */
+enum kt_status kt_graph_compute_with_ctx(struct kt_context *ctx, struct kt_cgraph *gf, int n_threads);
+
+/* Whether the CPU engine has a kernel for this node (type combinations included). */
+bool kt_cpu_supports_op(const struct kt_tensor *op);
+
+/* Which SIMD paths this CPU can run ("avx512 vnni bf16 avx2 f16c ..."). */
+const char *kt_cpu_features(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KT_CPU_H */

@@ -1,0 +1,354 @@
+/*
+ * compute.c - the CPU engine: a persistent thread pool, the planner (work
+ * memory per node), and graph execution. All threads walk the same node list;
+ * each enters a node's kernel with its index and does its share. A barrier
+ * separates two nodes only when the second touches memory the nodes since the
+ * last barrier wrote (or writes memory they read): independent neighbours
+ * (q, k and v projections) run without one.
+ */
+#include "cpu.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ op table */
+
+static size_t mul_mat_work(const struct kt_tensor *dst, int n_threads) { return kt_cpu_mul_mat_work_size(dst, n_threads); }
+
+const struct kt_cpu_op kt_cpu_ops[KT_OP_COUNT] = {
+    [KT_OP_DUP] = {.fn = kt_cpu_dup, .supports = kt_cpu_cpy_supports},
+    [KT_OP_CONT] = {.fn = kt_cpu_dup, .supports = kt_cpu_cpy_supports},
+    [KT_OP_CPY] = {.fn = kt_cpu_dup, .supports = kt_cpu_cpy_supports},
+    [KT_OP_ADD] = {.fn = kt_cpu_add},
+    [KT_OP_SUB] = {.fn = kt_cpu_sub},
+    [KT_OP_MUL] = {.fn = kt_cpu_mul},
+    [KT_OP_DIV] = {.fn = kt_cpu_div},
+    [KT_OP_SCALE] = {.fn = kt_cpu_scale},
+    [KT_OP_SQR] = {.fn = kt_cpu_sqr},
+    [KT_OP_SQRT] = {.fn = kt_cpu_sqrt},
+    [KT_OP_SUM_ROWS] = {.fn = kt_cpu_sum_rows},
+    [KT_OP_MEAN] = {.fn = kt_cpu_mean},
+    [KT_OP_ARGMAX] = {.fn = kt_cpu_argmax},
+    [KT_OP_NORM] = {.fn = kt_cpu_norm},
+    [KT_OP_RMS_NORM] = {.fn = kt_cpu_rms_norm},
+    [KT_OP_MUL_MAT] = {.fn = kt_cpu_mul_mat, .work_size = mul_mat_work, .supports = kt_cpu_mul_mat_supports},
+    [KT_OP_ROPE] = {.fn = kt_cpu_rope},
+    [KT_OP_SOFT_MAX] = {.fn = kt_cpu_soft_max},
+    [KT_OP_DIAG_MASK_INF] = {.fn = kt_cpu_diag_mask_inf},
+    [KT_OP_SILU] = {.fn = kt_cpu_silu},
+    [KT_OP_GELU] = {.fn = kt_cpu_gelu},
+    [KT_OP_RELU] = {.fn = kt_cpu_relu},
+    [KT_OP_SWIGLU] = {.fn = kt_cpu_swiglu},
+    [KT_OP_CONCAT] = {.fn = kt_cpu_concat},
+    [KT_OP_GET_ROWS] = {.fn = kt_cpu_get_rows},
+    /* RESHAPE, VIEW, PERMUTE, TRANSPOSE: nothing to compute */
+};
+
+bool kt_cpu_supports_op(const struct kt_tensor *op) {
+    if (op->op == KT_OP_NONE || kt_is_view_op(op->op)) return true;
+    if ((unsigned)op->op >= KT_OP_COUNT || !kt_cpu_ops[op->op].fn) return false;
+    return !kt_cpu_ops[op->op].supports || kt_cpu_ops[op->op].supports(op);
+}
+
+/* ------------------------------------------------------------------ thread pool */
+
+struct kt_threadpool {
+    int n_threads;
+    pthread_t *workers;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int generation; /* bumped (under mu) to start a computation */
+    bool stop;
+
+    /* the computation in progress */
+    struct kt_cgraph *gf;
+    struct kt_cplan *plan;
+    int n_active;   /* threads taking part (<= n_threads) */
+    atomic_int n_done;
+    atomic_bool aborted;
+
+    /* barrier: the last thread to arrive bumps `passed` */
+    atomic_int n_arrived;
+    atomic_int n_passed;
+    /* dynamic work: chunk counter of the node in progress */
+    atomic_int chunk;
+};
+
+struct worker_arg {
+    struct kt_threadpool *tp;
+    int ith;
+};
+
+static void cpu_relax(unsigned *spins) {
+    if (++*spins > 2000) {
+        sched_yield(); /* a shared machine: do not starve whoever holds our other core */
+    } else {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+}
+
+static void barrier(struct kt_threadpool *tp) {
+    int n = tp->n_active;
+    if (n == 1) return;
+    int passed = atomic_load_explicit(&tp->n_passed, memory_order_relaxed);
+    if (atomic_fetch_add_explicit(&tp->n_arrived, 1, memory_order_acq_rel) == n - 1) {
+        atomic_store_explicit(&tp->n_arrived, 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&tp->n_passed, 1, memory_order_acq_rel);
+        return;
+    }
+    unsigned spins = 0;
+    while (atomic_load_explicit(&tp->n_passed, memory_order_acquire) == passed) cpu_relax(&spins);
+}
+
+void kt_cpu_barrier(const struct kt_compute_params *p) { barrier(p->tp); }
+
+int kt_cpu_chunk_next(const struct kt_compute_params *p) {
+    return atomic_fetch_add_explicit(&p->tp->chunk, 1, memory_order_relaxed);
+}
+
+void kt_cpu_chunk_reset(const struct kt_compute_params *p) {
+    atomic_store_explicit(&p->tp->chunk, p->nth, memory_order_relaxed);
+}
+
+/* ---- dependency tracking for barrier elision */
+
+struct range {
+    const uint8_t *lo, *hi;
+};
+
+#define MAX_PENDING 24
+
+struct pending {
+    int n_w, n_r;
+    struct range w[MAX_PENDING], r[MAX_PENDING];
+};
+
+static struct range tensor_range(const struct kt_tensor *t) {
+    const uint8_t *p = t->data;
+    return (struct range){p, p + kt_nbytes(t)};
+}
+
+static bool overlaps(struct range a, const struct range *list, int n) {
+    for (int i = 0; i < n; i++)
+        if (a.lo < list[i].hi && list[i].lo < a.hi) return true;
+    return false;
+}
+
+/* Whether node must wait for the nodes run since the last barrier. Deterministic
+ * (every thread decides the same), conservative when the lists are full. */
+static bool needs_barrier(const struct pending *pd, const struct kt_tensor *node) {
+    if (pd->n_w == 0) return false;
+    if (pd->n_w >= MAX_PENDING || pd->n_r >= MAX_PENDING - KT_MAX_SRC) return true;
+    struct range out = tensor_range(node);
+    if (overlaps(out, pd->w, pd->n_w) || overlaps(out, pd->r, pd->n_r)) return true;
+    for (int i = 0; i < KT_MAX_SRC; i++) {
+        const struct kt_tensor *s = node->src[i];
+        if (s && s->data && overlaps(tensor_range(s), pd->w, pd->n_w)) return true;
+    }
+    return false;
+}
+
+static void note_node(struct pending *pd, const struct kt_tensor *node) {
+    if (pd->n_w < MAX_PENDING) pd->w[pd->n_w++] = tensor_range(node);
+    for (int i = 0; i < KT_MAX_SRC; i++) {
+        const struct kt_tensor *s = node->src[i];
+        if (s && s->data && pd->n_r < MAX_PENDING) pd->r[pd->n_r++] = tensor_range(s);
+    }
+}
+
+/* Every thread runs this over the whole graph. */
+static void run_graph(struct kt_threadpool *tp, int ith) {
+    struct kt_cgraph *gf = tp->gf;
+    struct kt_cplan *plan = tp->plan;
+    struct kt_compute_params params = {
+        .ith = ith, .nth = tp->n_active, .wsize = plan->work_size, .wdata = plan->work_data, .tp = tp};
+    struct pending pd = {0};
+    for (int i = 0; i < gf->n_nodes; i++) {
+        struct kt_tensor *node = gf->nodes[i];
+        const struct kt_cpu_op *op = &kt_cpu_ops[node->op];
+        if (!op->fn || kt_nelements(node) == 0) continue;
+        if (needs_barrier(&pd, node)) {
+            if (ith == 0 && plan->abort_callback && plan->abort_callback(plan->abort_callback_data))
+                atomic_store(&tp->aborted, true);
+            barrier(tp);
+            pd.n_w = pd.n_r = 0;
+            if (atomic_load(&tp->aborted)) return;
+        }
+        if (op->single_thread) {
+            if (ith == 0) {
+                struct kt_compute_params one = params;
+                one.ith = 0;
+                one.nth = 1;
+                op->fn(&one, node);
+            }
+        } else {
+            op->fn(&params, node);
+        }
+        note_node(&pd, node);
+    }
+    barrier(tp);
+}
+
+static void *worker_main(void *p) {
+    struct worker_arg *arg = p;
+    struct kt_threadpool *tp = arg->tp;
+    int ith = arg->ith;
+    free(arg);
+    int seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&tp->mu);
+        while (tp->generation == seen && !tp->stop) pthread_cond_wait(&tp->cv, &tp->mu);
+        seen = tp->generation;
+        bool stop = tp->stop;
+        bool active = ith < tp->n_active;
+        pthread_mutex_unlock(&tp->mu);
+        if (stop) break;
+        if (active) run_graph(tp, ith);
+        atomic_fetch_add_explicit(&tp->n_done, 1, memory_order_release);
+    }
+    return NULL;
+}
+
+struct kt_threadpool *kt_threadpool_new(int n_threads) {
+    if (n_threads < 1 || n_threads > 512) {
+        kt_set_error("kt_threadpool_new: %d threads (1..512 allowed)", n_threads);
+        return NULL;
+    }
+    struct kt_threadpool *tp = calloc(1, sizeof *tp);
+    if (!tp) {
+        kt_set_error("kt_threadpool_new: out of memory");
+        return NULL;
+    }
+    tp->n_threads = n_threads;
+    pthread_mutex_init(&tp->mu, NULL);
+    pthread_cond_init(&tp->cv, NULL);
+    if (n_threads > 1) {
+        tp->workers = calloc((size_t)n_threads - 1, sizeof(pthread_t));
+        if (!tp->workers) {
+            kt_threadpool_free(tp);
+            kt_set_error("kt_threadpool_new: out of memory");
+            return NULL;
+        }
+    }
+    for (int i = 1; i < n_threads; i++) {
+        struct worker_arg *arg = malloc(sizeof *arg);
+        if (!arg || pthread_create(&tp->workers[i - 1], NULL, worker_main, arg) != 0) {
+            free(arg);
+            tp->n_threads = i; /* free joins the ones started */
+            kt_threadpool_free(tp);
+            kt_set_error("kt_threadpool_new: cannot start thread %d", i);
+            return NULL;
+        }
+        *arg = (struct worker_arg){tp, i};
+    }
+    return tp;
+}
+
+void kt_threadpool_free(struct kt_threadpool *tp) {
+    if (!tp) return;
+    pthread_mutex_lock(&tp->mu);
+    tp->stop = true;
+    pthread_cond_broadcast(&tp->cv);
+    pthread_mutex_unlock(&tp->mu);
+    for (int i = 1; i < tp->n_threads; i++)
+        if (tp->workers) pthread_join(tp->workers[i - 1], NULL);
+    pthread_mutex_destroy(&tp->mu);
+    pthread_cond_destroy(&tp->cv);
+    free(tp->workers);
+    free(tp);
+}
+
+int kt_threadpool_n_threads(const struct kt_threadpool *tp) { return tp->n_threads; }
+
+/* ------------------------------------------------------------------ plan and compute */
+
+struct kt_cplan kt_graph_plan(const struct kt_cgraph *gf, int n_threads, struct kt_threadpool *tp) {
+    if (n_threads < 1) n_threads = 1;
+    if (tp && n_threads > tp->n_threads) n_threads = tp->n_threads;
+    size_t work = 0;
+    for (int i = 0; i < gf->n_nodes; i++) {
+        const struct kt_tensor *node = gf->nodes[i];
+        const struct kt_cpu_op *op = &kt_cpu_ops[node->op];
+        if (op->work_size) {
+            size_t w = op->work_size(node, n_threads);
+            if (w > work) work = w;
+        }
+    }
+    return (struct kt_cplan){.work_size = work, .n_threads = n_threads, .threadpool = tp};
+}
+
+static bool check_graph(const struct kt_cgraph *gf, const struct kt_cplan *plan) {
+    for (int i = 0; i < gf->n_nodes; i++) {
+        const struct kt_tensor *node = gf->nodes[i];
+        if (!kt_cpu_supports_op(node)) {
+            kt_set_error("kt cpu: no kernel for %s of '%s' (%s)", kt_op_name(node->op), node->name,
+                         kt_type_name(node->type));
+            return false;
+        }
+        if (kt_is_view_op(node->op)) continue;
+        if (!node->data && kt_nelements(node) > 0) {
+            kt_set_error("kt cpu: '%s' (%s) has no memory", node->name, kt_op_name(node->op));
+            return false;
+        }
+        for (int j = 0; j < KT_MAX_SRC; j++)
+            if (node->src[j] && !node->src[j]->data && kt_nelements(node->src[j]) > 0) {
+                kt_set_error("kt cpu: input '%s' of '%s' has no memory", node->src[j]->name, node->name);
+                return false;
+            }
+    }
+    if (plan->work_size && !plan->work_data) {
+        kt_set_error("kt cpu: the plan needs %zu bytes of work memory and has none", plan->work_size);
+        return false;
+    }
+    return true;
+}
+
+enum kt_status kt_graph_compute(struct kt_cgraph *gf, struct kt_cplan *plan) {
+    if (!check_graph(gf, plan)) return KT_STATUS_FAILED;
+    struct kt_threadpool *tp = plan->threadpool;
+    bool own = false;
+    if (!tp) {
+        tp = kt_threadpool_new(plan->n_threads);
+        if (!tp) return KT_STATUS_FAILED;
+        own = true;
+    }
+    int n = plan->n_threads < 1 ? 1 : plan->n_threads > tp->n_threads ? tp->n_threads : plan->n_threads;
+    tp->gf = gf;
+    tp->plan = plan;
+    tp->n_active = n;
+    atomic_store(&tp->aborted, false);
+    atomic_store(&tp->n_done, 0);
+    atomic_store(&tp->n_arrived, 0);
+    if (tp->n_threads > 1) {
+        pthread_mutex_lock(&tp->mu);
+        tp->generation++;
+        pthread_cond_broadcast(&tp->cv);
+        pthread_mutex_unlock(&tp->mu);
+    }
+    run_graph(tp, 0);
+    /* wait until every worker has left this computation before the next one reuses the pool */
+    unsigned spins = 0;
+    while (atomic_load_explicit(&tp->n_done, memory_order_acquire) < tp->n_threads - 1) cpu_relax(&spins);
+    bool aborted = atomic_load(&tp->aborted);
+    if (own) kt_threadpool_free(tp);
+    if (aborted) {
+        kt_set_error("kt cpu: computation aborted by the callback");
+        return KT_STATUS_ABORTED;
+    }
+    return KT_STATUS_SUCCESS;
+}
+
+enum kt_status kt_graph_compute_with_ctx(struct kt_context *ctx, struct kt_cgraph *gf, int n_threads) {
+    struct kt_cplan plan = kt_graph_plan(gf, n_threads, NULL);
+    if (plan.work_size) {
+        plan.work_data = kt_alloc_bytes(ctx, plan.work_size);
+        if (!plan.work_data) return KT_STATUS_ALLOC_FAILED;
+    }
+    return kt_graph_compute(gf, &plan);
+}

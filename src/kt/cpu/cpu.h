@@ -1,0 +1,87 @@
+/*
+ * cpu.h - private interface between the CPU engine (compute.c: planner, thread
+ * pool, dispatch) and the op kernels (one file per family of ops).
+ *
+ * Every thread of the pool enters a node's kernel with its index ith of nth
+ * and does its share: split by rows unless the kernel says otherwise. A kernel
+ * that needs a phase boundary inside the node (mul_mat converts activations
+ * first) calls kt_cpu_barrier(); one that hands out work dynamically takes
+ * chunks with kt_cpu_chunk_next().
+ */
+#ifndef KT_CPU_PRIV_H
+#define KT_CPU_PRIV_H
+
+#include "kt-cpu.h"
+
+struct kt_compute_params {
+    int ith, nth;
+    size_t wsize;  /* shared work buffer for this node (size from the kernel's work_size) */
+    void *wdata;
+    struct kt_threadpool *tp;
+};
+
+void kt_cpu_barrier(const struct kt_compute_params *p);
+/* Next chunk index for this node, shared by all threads; the counter starts at nth
+ * (thread ith does chunk ith first without asking). */
+int kt_cpu_chunk_next(const struct kt_compute_params *p);
+/* Reset the chunk counter to nth: call on one thread before a barrier that precedes chunking. */
+void kt_cpu_chunk_reset(const struct kt_compute_params *p);
+
+/* Rows [*r0, *r1) of nr for thread ith of nth. */
+static inline void kt_cpu_split_rows(const struct kt_compute_params *p, int64_t nr, int64_t *r0, int64_t *r1) {
+    int64_t dr = (nr + p->nth - 1) / p->nth;
+    int64_t a = dr * p->ith;
+    int64_t b = a + dr < nr ? a + dr : nr;
+    *r0 = a < nr ? a : nr;
+    *r1 = b;
+}
+
+typedef void (*kt_cpu_kernel_fn)(const struct kt_compute_params *p, struct kt_tensor *dst);
+
+/* One row per op: kernel, how many threads it can use, work memory it needs. */
+struct kt_cpu_op {
+    kt_cpu_kernel_fn fn;   /* NULL: no computation (views) */
+    bool single_thread;    /* the kernel only runs on thread 0 */
+    size_t (*work_size)(const struct kt_tensor *dst, int n_threads); /* NULL: none */
+    bool (*supports)(const struct kt_tensor *dst);                   /* NULL: all type combinations */
+};
+extern const struct kt_cpu_op kt_cpu_ops[KT_OP_COUNT];
+
+/* kernels: ops_elem.c (element-wise, unary, scale), ops_norm.c (norm, rms_norm, sum_rows,
+ * mean, argmax), ops_rope.c, ops_softmax.c (soft_max, diag_mask_inf), ops_copy.c (dup, cont,
+ * cpy, concat, get_rows), mul_mat.c */
+void kt_cpu_dup(const struct kt_compute_params *p, struct kt_tensor *dst);   /* DUP, CONT, CPY */
+void kt_cpu_add(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_sub(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_mul(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_div(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_scale(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_sqr(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_sqrt(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_sum_rows(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_mean(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_argmax(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_norm(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_rms_norm(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_rope(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_soft_max(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_diag_mask_inf(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_silu(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_gelu(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_relu(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_swiglu(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_concat(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_get_rows(const struct kt_compute_params *p, struct kt_tensor *dst);
+
+size_t kt_cpu_mul_mat_work_size(const struct kt_tensor *dst, int n_threads);
+bool kt_cpu_cpy_supports(const struct kt_tensor *dst);
+bool kt_cpu_mul_mat_supports(const struct kt_tensor *dst);
+
+/* Vector dot for a weight type on this CPU: the fastest variant the CPU can run
+ * (ISA files *_avx2.c, *_avx512.c), else the reference from the type traits. */
+kt_vec_dot_fn kt_cpu_vec_dot(enum kt_type type);
+/* Quantizer for activations into a dot partner type (same bytes as the reference). */
+kt_from_float_fn kt_cpu_from_float(enum kt_type type);
+
+#endif

@@ -1,0 +1,98 @@
+/*
+ * mul_mat.c - dst = src0 x src1 for weights of any type. Activations are first
+ * converted (all threads, by rows) into the weight type's dot partner (Q8_0,
+ * Q8_K, F16 ...) exactly as the reference quantizer would, so the dot products
+ * are the format's own; then output tiles are handed out by an atomic counter
+ * so that a thread that finishes early takes more (work stealing). Each output
+ * element is one vec_dot whatever the tiling, so results do not depend on the
+ * thread count.
+ */
+#include "cpu.h"
+
+#include <string.h>
+
+#define TILE_ROWS 16 /* weight rows reused across a tile's columns */
+
+static size_t act_row_size(const struct kt_tensor *dst) {
+    const struct kt_tensor *a = dst->src[0];
+    enum kt_type vdt = kt_get_type_traits(a->type)->vec_dot_type;
+    return (kt_row_size(vdt, a->ne[0]) + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1);
+}
+
+size_t kt_cpu_mul_mat_work_size(const struct kt_tensor *dst, int n_threads) {
+    (void)n_threads;
+    const struct kt_tensor *b = dst->src[1];
+    return act_row_size(dst) * (size_t)kt_nrows(b);
+}
+
+bool kt_cpu_mul_mat_supports(const struct kt_tensor *dst) {
+    const struct kt_tensor *a = dst->src[0], *b = dst->src[1];
+    const struct kt_type_traits *tr = kt_get_type_traits(a->type);
+    if (b->type != KT_TYPE_F32 || !tr->vec_dot || !kt_cpu_vec_dot(a->type)) return false;
+    if (tr->vec_dot_type != KT_TYPE_F32 && !kt_cpu_from_float(tr->vec_dot_type)) return false;
+    return a->ne[0] % kt_blck_size(tr->vec_dot_type) == 0;
+}
+
+void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
+    const struct kt_tensor *a = dst->src[0], *b = dst->src[1];
+    const int64_t K = a->ne[0], M = a->ne[1];
+    const int64_t N = b->ne[1], B2 = b->ne[2], B3 = b->ne[3];
+    const int64_t r2 = B2 / a->ne[2], r3 = B3 / a->ne[3]; /* broadcast factors */
+    const enum kt_type vdt = kt_get_type_traits(a->type)->vec_dot_type;
+    const kt_vec_dot_fn dot = kt_cpu_vec_dot(a->type);
+    const size_t brow = act_row_size(dst);
+    uint8_t *wdata = p->wdata;
+
+    /* phase 1: activations into the dot partner type, one packed row per column */
+    const int64_t ncols = N * B2 * B3;
+    int64_t c0, c1;
+    kt_cpu_split_rows(p, ncols, &c0, &c1);
+    kt_from_float_fn quant = vdt == KT_TYPE_F32 ? NULL : kt_cpu_from_float(vdt);
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t i1 = c % N, i2 = (c / N) % B2, i3 = c / (N * B2);
+        const float *src = (const float *)((const uint8_t *)b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3]);
+        uint8_t *out = wdata + (size_t)c * brow;
+        if (b->nb[0] != sizeof(float)) {
+            /* strided elements: gather first (rare: transposed activations) */
+            float *tmp = (float *)out;
+            if (quant) {
+                /* gather into the tail of the row's slot would alias; quantize element-wise instead */
+                float buf[256];
+                int64_t blk = kt_blck_size(vdt);
+                for (int64_t k0 = 0; k0 < K; k0 += blk) {
+                    for (int64_t k = 0; k < blk; k++)
+                        buf[k] = *(const float *)((const uint8_t *)src + (k0 + k) * b->nb[0]);
+                    quant(buf, out + kt_row_size(vdt, k0), blk);
+                }
+            } else {
+                for (int64_t k = 0; k < K; k++) tmp[k] = *(const float *)((const uint8_t *)src + k * b->nb[0]);
+            }
+        } else if (quant) {
+            quant(src, out, K);
+        } else {
+            memcpy(out, src, (size_t)K * sizeof(float));
+        }
+    }
+    if (p->ith == 0) kt_cpu_chunk_reset(p);
+    kt_cpu_barrier(p);
+
+    /* phase 2: tiles of (rows of dst) x (columns) */
+    const int64_t tile_r = ncols == 1 ? 64 : 32;
+    const int64_t tile_c = ncols == 1 ? 1 : 8;
+    const int64_t nt0 = (M + tile_r - 1) / tile_r, nt1 = (ncols + tile_c - 1) / tile_c;
+    const int64_t ntiles = nt0 * nt1;
+    for (int64_t t = p->ith; t < ntiles; t = kt_cpu_chunk_next(p)) {
+        const int64_t ir0 = (t % nt0) * tile_r, ir1 = ir0 + tile_r < M ? ir0 + tile_r : M;
+        const int64_t ic0 = (t / nt0) * tile_c, ic1 = ic0 + tile_c < ncols ? ic0 + tile_c : ncols;
+        for (int64_t rr = ir0; rr < ir1; rr += TILE_ROWS) {
+            const int64_t rend = rr + TILE_ROWS < ir1 ? rr + TILE_ROWS : ir1;
+            for (int64_t c = ic0; c < ic1; c++) {
+                int64_t i1 = c % N, i2 = (c / N) % B2, i3 = c / (N * B2);
+                const uint8_t *arow = (const uint8_t *)a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
+                const uint8_t *bv = wdata + (size_t)c * brow;
+                float *out = (float *)((uint8_t *)dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
+                for (int64_t r = rr; r < rend; r++) dot(K, &out[r], arow + r * a->nb[1], bv);
+            }
+        }
+    }
+}

@@ -1,0 +1,46 @@
+/* main.c - the kiln binary: one table of subcommands, dispatched by name. */
+#include "tools.h"
+
+#include <string.h>
+
+#define KILN_VERSION "0.1.0"
+
+struct kiln_cmd {
+    const char *name;
+    kiln_cmd_fn fn;
+    const char *help;
+};
+
+static int cmd_version(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    printf("kiln %s\n", KILN_VERSION);
+    return EXIT_OK;
+}
+
+/* One row per subcommand (add yours here, declared in tools.h). */
+static const struct kiln_cmd commands[] = {
+    {"version", cmd_version, "print kiln's version"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: kiln COMMAND [options]   (kiln COMMAND --help for each)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "kiln: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,37 @@
+/*
+ * tools.h - what the kiln subcommands share: the handler signature, exit codes,
+ * and strict parsing of command-line values (an impossible flag is a usage
+ * error that names the flag, never a silent default).
+ */
+#ifndef KILN_TOOLS_H
+#define KILN_TOOLS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+/* argv[0] is the subcommand name. Returns an exit code. */
+typedef int (*kiln_cmd_fn)(int argc, char **argv);
+
+int cmd_info(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
+
+/* Strict number parsing: the whole string must be a number in [lo, hi].
+ * On failure prints "kiln NAME: invalid value 'V' for FLAG: ..." to stderr and returns false. */
+bool tool_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
+bool tool_parse_int(const char *cmd, const char *flag, const char *s, int lo, int hi, int *out);
+bool tool_parse_f64(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
+bool tool_parse_f32(const char *cmd, const char *flag, const char *s, float lo, float hi, float *out);
+/* The value after a flag: argv[*i + 1], advancing *i; prints a usage error if missing. */
+const char *tool_arg_value(const char *cmd, int argc, char **argv, int *i);
+/* Usage error helper: prints "kiln CMD: MESSAGE\n(see 'kiln CMD --help')" and returns EXIT_USAGE. */
+int tool_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Whole file into malloc'd NUL-terminated memory; NULL (with a message on stderr) on failure. */
+char *tool_read_file(const char *cmd, const char *path, size_t *len);
+/* JSON string escaping to f (with the quotes). */
+void tool_json_str(FILE *f, const char *s, size_t len);
+
+#endif

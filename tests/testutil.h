@@ -1,0 +1,117 @@
+/*
+ * testutil.h - what every kiln test shares: checks that say what failed and
+ * where, comparison of float arrays with a stated tolerance (first mismatch
+ * printed), access to ../shared (skip visibly, exit 77, when it is absent),
+ * and reading whole files.
+ */
+#ifndef KILN_TESTUTIL_H
+#define KILN_TESTUTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int tu_failures = 0;
+static int tu_checks = 0;
+
+#define CHECK(cond)                                                                   \
+    do {                                                                              \
+        tu_checks++;                                                                  \
+        if (!(cond)) {                                                                \
+            tu_failures++;                                                            \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+        }                                                                             \
+    } while (0)
+
+#define CHECKF(cond, ...)                                                     \
+    do {                                                                      \
+        tu_checks++;                                                          \
+        if (!(cond)) {                                                        \
+            tu_failures++;                                                    \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fputc('\n', stderr);                                              \
+        }                                                                     \
+    } while (0)
+
+/* Ends the test: prints "N passed, N failed" (checks) and returns the exit code. */
+static inline int tu_finish(const char *name) {
+    printf("%s: %d passed, %d failed\n", name, tu_checks - tu_failures, tu_failures);
+    return tu_failures ? 1 : 0;
+}
+
+/* Relative RMS error of got vs want; prints the first element off by more than tol
+ * (absolute + relative) with label. Returns true when every element is within tol. */
+static inline bool tu_close(const char *label, const float *got, const float *want, int64_t n, double atol,
+                            double rtol) {
+    for (int64_t i = 0; i < n; i++) {
+        double g = got[i], w = want[i];
+        if (isnan(w) ? !isnan(g) : !(fabs(g - w) <= atol + rtol * fabs(w))) {
+            fprintf(stderr, "%s: element %lld: got %.9g want %.9g (atol %g rtol %g)\n", label, (long long)i, g, w,
+                    atol, rtol);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Normalized mean squared error: sum (a-b)^2 / sum b^2 */
+static inline double tu_nmse(const float *got, const float *want, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)got[i] - want[i];
+        num += d * d;
+        den += (double)want[i] * want[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+/* ../shared, or NULL. Tests that need it call tu_shared_or_skip. */
+static inline const char *tu_shared(void) {
+    const char *s = getenv("KILN_SHARED");
+    struct stat st;
+    if (s && stat(s, &st) == 0 && S_ISDIR(st.st_mode)) return s;
+    if (stat("../shared", &st) == 0 && S_ISDIR(st.st_mode)) return "../shared";
+    return NULL;
+}
+
+static inline const char *tu_shared_or_skip(const char *test) {
+    const char *s = tu_shared();
+    if (!s) {
+        printf("SKIP %s: ../shared is absent (set KILN_SHARED)\n", test);
+        exit(77);
+    }
+    return s;
+}
+
+/* Whole file into malloc'd memory (NUL-terminated); NULL if unreadable. */
+static inline char *tu_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return NULL; }
+    long n = ftell(f);
+    if (n < 0) { fclose(f); return NULL; }
+    rewind(f);
+    char *buf = malloc((size_t)n + 1);
+    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); fclose(f); return NULL; }
+    buf[n] = 0;
+    fclose(f);
+    if (len) *len = (size_t)n;
+    return buf;
+}
+
+/* Deterministic pseudo-random numbers for tests (xorshift64*). */
+static inline uint64_t tu_rand_u64(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+static inline float tu_rand_f(uint64_t *s) { /* uniform [-1, 1) */
+    return (float)((tu_rand_u64(s) >> 40) * (2.0 / 16777216.0) - 1.0);
+}
+
+#endif
