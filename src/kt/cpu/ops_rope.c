@@ -1,0 +1,89 @@
+/*
+ * ops_rope.c - rotary position embedding on the CPU, normal (adjacent pairs)
+ * and NeoX (pairs half a rotation apart) layouts, partial rotary dims and
+ * linear frequency scaling. Rows are (head, token) pairs split across threads.
+ */
+#include "ops_util.h"
+
+/* cos/sin table for one position: pairs up to this many are cached on the stack,
+ * longer heads recompute each angle (same arithmetic, so same results). */
+#define ROPE_CACHE_PAIRS 512
+
+/*
+ * Angle of pair i at position pos is pos * freq_scale * freq_base^(-2i/n_dims).
+ * It is formed the way llama.cpp forms it (a running product theta *= base^(-2/n_dims)
+ * starting at pos, then times freq_scale, all in float) so that our rotations, and
+ * hence logits, agree with it to the last bits rather than just to float accuracy.
+ */
+static void rope_angles(float pos, float freq_scale, float theta_scale, int64_t n_pairs, float *c, float *s) {
+    float theta = pos;
+    for (int64_t i = 0; i < n_pairs; i++) {
+        const float t = freq_scale * theta;
+        c[i] = cosf(t);
+        s[i] = sinf(t);
+        theta *= theta_scale;
+    }
+}
+
+void kt_cpu_rope(const struct kt_compute_params *p, struct kt_tensor *dst) {
+    const struct kt_tensor *a = dst->src[0];
+    const struct kt_tensor *pos = dst->src[1];
+    struct kt_rope_params rp;
+    memcpy(&rp, dst->op_params, sizeof rp);
+
+    const int64_t ne0 = a->ne[0];
+    int64_t n_dims = rp.n_dims;
+    if (n_dims > ne0) n_dims = ne0;
+    if (n_dims < 0) n_dims = 0;
+    n_dims &= ~(int64_t)1;
+    const int64_t n_pairs = n_dims / 2;
+    const bool neox = rp.mode == KT_ROPE_NEOX;
+    const float theta_scale = n_dims > 0 ? powf(rp.freq_base, -2.0f / (float)n_dims) : 1.0f;
+
+    float cache_c[ROPE_CACHE_PAIRS], cache_s[ROPE_CACHE_PAIRS];
+    const bool cached = n_pairs <= ROPE_CACHE_PAIRS;
+    int64_t cached_i2 = -1, cached_i3 = -1;
+
+    const size_t sa = a->nb[0], sd = dst->nb[0];
+    int64_t r0, r1;
+    kt_cpu_split_rows(p, kt_nrows(a), &r0, &r1);
+    for (int64_t ir = r0; ir < r1; ir++) {
+        int64_t i1, i2, i3;
+        kt_cpu_row_index(a->ne, ir, &i1, &i2, &i3);
+        const char *x = kt_cpu_row_ptr(a, i1, i2, i3);
+        char *y = kt_cpu_row_ptr(dst, i1, i2, i3);
+        int32_t ipos;
+        memcpy(&ipos, (const char *)pos->data + i2 * pos->nb[0], sizeof ipos);
+        const float fpos = (float)ipos;
+
+        if (cached && (i2 != cached_i2 || i3 != cached_i3)) {
+            rope_angles(fpos, rp.freq_scale, theta_scale, n_pairs, cache_c, cache_s);
+            cached_i2 = i2;
+            cached_i3 = i3;
+        }
+        float theta = fpos;
+        /* pair i rotates elements (j0, j1); both are read before either is written,
+         * so dst may alias src0 */
+        for (int64_t i = 0; i < n_pairs; i++) {
+            float c, s;
+            if (cached) {
+                c = cache_c[i];
+                s = cache_s[i];
+            } else {
+                const float t = rp.freq_scale * theta;
+                c = cosf(t);
+                s = sinf(t);
+                theta *= theta_scale;
+            }
+            const int64_t j0 = neox ? i : 2 * i;
+            const int64_t j1 = neox ? i + n_pairs : 2 * i + 1;
+            const float x0 = kt_cpu_load(a->type, x + j0 * sa);
+            const float x1 = kt_cpu_load(a->type, x + j1 * sa);
+            kt_cpu_store(dst->type, y + j0 * sd, x0 * c - x1 * s);
+            kt_cpu_store(dst->type, y + j1 * sd, x0 * s + x1 * c);
+        }
+        for (int64_t i0 = n_dims; i0 < ne0; i0++) {
+            kt_cpu_store(dst->type, y + i0 * sd, kt_cpu_load(a->type, x + i0 * sa));
+        }
+    }
+}
