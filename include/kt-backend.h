@@ -1,0 +1,121 @@
+/*
+ * kt-backend.h - where tensors live and where graphs run.
+ *
+ * A device (CPU, a GPU ...) offers a buffer type (how to allocate memory it
+ * can use) and creates backends (streams that compute graphs). A buffer holds
+ * tensor data; a tensor belongs to at most one buffer (t->buffer) and is read
+ * and written through kt_tensor_set/get so that callers never touch device
+ * memory directly. The registry lists the devices built in.
+ *
+ *   struct kt_backend *cpu = kt_backend_cpu_init();
+ *   kt_backend_cpu_set_n_threads(cpu, 4);
+ *   struct kt_buffer *w = kt_buffer_from_host_ptr(map, map_size);  // weights stay mapped
+ *   kt_buffer_bind_tensor(w, t, (uint8_t *)map + offset);           // zero-copy
+ *   struct kt_buffer *kv = kt_backend_alloc_ctx_tensors(ctx, kt_backend_get_default_buffer_type(cpu));
+ *   struct kt_sched *s = kt_sched_new(&cpu, 1, 4096);             // kt-alloc.h
+ *   kt_sched_reserve(s, worst_graph);                               // size compute memory once
+ *   kt_sched_graph_compute(s, gf);                                  // no allocation in steady state
+ *
+ * Adding a backend: implement the interfaces of src/kt/backend-impl.h in its
+ * own directory and add one registry row; nothing else changes.
+ */
+#ifndef KT_BACKEND_H
+#define KT_BACKEND_H
+
+#include "kt-cpu.h"
+#include "kt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct kt_device;
+struct kt_buffer_type;
+struct kt_buffer;
+struct kt_backend;
+
+enum kt_device_type {
+    KT_DEVICE_TYPE_CPU = 0,
+    KT_DEVICE_TYPE_GPU = 1,
+    KT_DEVICE_TYPE_ACCEL = 2,
+};
+
+enum kt_buffer_usage {
+    KT_BUFFER_USAGE_ANY = 0,
+    KT_BUFFER_USAGE_WEIGHTS = 1,
+    KT_BUFFER_USAGE_COMPUTE = 2,
+};
+
+/* ---- registry */
+size_t kt_dev_count(void);
+struct kt_device *kt_dev_get(size_t i);                   /* NULL if out of range */
+struct kt_device *kt_dev_by_name(const char *name);       /* "CPU", "CUDA0" ... */
+struct kt_device *kt_dev_by_type(enum kt_device_type type);
+
+/* ---- device */
+const char *kt_dev_name(const struct kt_device *dev);
+const char *kt_dev_description(const struct kt_device *dev);
+enum kt_device_type kt_dev_type(const struct kt_device *dev);
+void kt_dev_memory(const struct kt_device *dev, size_t *free, size_t *total);
+struct kt_buffer_type *kt_dev_buffer_type(struct kt_device *dev);
+struct kt_backend *kt_dev_init_backend(struct kt_device *dev); /* NULL + kt_last_error */
+
+/* ---- buffer type */
+const char *kt_buft_name(const struct kt_buffer_type *buft);
+struct kt_buffer *kt_buft_alloc_buffer(struct kt_buffer_type *buft, size_t size); /* NULL + kt_last_error */
+size_t kt_buft_alignment(const struct kt_buffer_type *buft);
+size_t kt_buft_max_size(const struct kt_buffer_type *buft);
+bool kt_buft_is_host(const struct kt_buffer_type *buft);   /* data addressable by the CPU */
+size_t kt_buft_alloc_size(const struct kt_buffer_type *buft, const struct kt_tensor *t); /* >= kt_nbytes */
+struct kt_device *kt_buft_device(const struct kt_buffer_type *buft);
+
+/* ---- buffer */
+void kt_buffer_free(struct kt_buffer *buf);
+void *kt_buffer_base(const struct kt_buffer *buf);
+size_t kt_buffer_size(const struct kt_buffer *buf);
+void kt_buffer_clear(struct kt_buffer *buf, uint8_t value);
+void kt_buffer_set_usage(struct kt_buffer *buf, enum kt_buffer_usage usage);
+enum kt_buffer_usage kt_buffer_get_usage(const struct kt_buffer *buf);
+struct kt_buffer_type *kt_buffer_get_type(const struct kt_buffer *buf);
+bool kt_buffer_is_host(const struct kt_buffer *buf);
+/* A CPU buffer over memory the caller owns (a file mapping): never freed or copied by kt. */
+struct kt_buffer *kt_buffer_from_host_ptr(void *ptr, size_t size);
+/* Place t (not a view) at addr inside buf; views of t follow. false if it does not fit. */
+bool kt_buffer_bind_tensor(struct kt_buffer *buf, struct kt_tensor *t, void *addr);
+
+/* Allocate every tensor of a no_alloc context (views excluded) in one new buffer; NULL on failure. */
+struct kt_buffer *kt_backend_alloc_ctx_tensors(struct kt_context *ctx, struct kt_buffer_type *buft);
+
+/* ---- tensor data (works for any buffer; offset/size in bytes within the tensor) */
+void kt_tensor_set(struct kt_tensor *t, const void *data, size_t offset, size_t size);
+void kt_tensor_get(const struct kt_tensor *t, void *data, size_t offset, size_t size);
+void kt_tensor_memset(struct kt_tensor *t, uint8_t value, size_t offset, size_t size);
+/* copy between tensors of the same type and shape, across buffers/devices */
+bool kt_tensor_copy(const struct kt_tensor *src, struct kt_tensor *dst);
+
+/* ---- backend */
+const char *kt_backend_name(const struct kt_backend *b);
+void kt_backend_free(struct kt_backend *b);
+struct kt_device *kt_backend_get_device(const struct kt_backend *b);
+struct kt_buffer_type *kt_backend_get_default_buffer_type(struct kt_backend *b);
+enum kt_status kt_backend_graph_compute(struct kt_backend *b, struct kt_cgraph *gf);
+bool kt_backend_supports_op(const struct kt_backend *b, const struct kt_tensor *op);
+bool kt_backend_supports_buft(const struct kt_backend *b, const struct kt_buffer_type *buft);
+void kt_backend_synchronize(struct kt_backend *b);
+
+/* ---- CPU backend */
+struct kt_backend *kt_backend_cpu_init(void);
+bool kt_backend_is_cpu(const struct kt_backend *b);
+void kt_backend_cpu_set_n_threads(struct kt_backend *b, int n_threads);
+void kt_backend_cpu_set_abort_callback(struct kt_backend *b, kt_abort_callback cb, void *data);
+/* Restrict which ops this CPU backend instance claims to support (tests of the scheduler's
+ * splits; NULL: all). */
+void kt_backend_cpu_set_op_filter(struct kt_backend *b, bool (*filter)(const struct kt_tensor *op, void *data),
+                                  void *data);
+struct kt_buffer_type *kt_cpu_buffer_type(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KT_BACKEND_H */
