@@ -32,6 +32,7 @@ struct kt_context {
     size_t mem_size;
     uint8_t *mem;
     bool mem_owned;
+    bool in_buffer; /* the context lives at the start of the caller's buffer */
     bool no_alloc;
     struct kt_object *first, *last;
     size_t used; /* end of the last object */
@@ -40,24 +41,29 @@ struct kt_context {
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
 
 struct kt_context *kt_init(struct kt_init_params params) {
-    struct kt_context *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) {
-        kt_set_error("kt_init: out of memory for the context");
-        return NULL;
-    }
     size_t size = align_up(params.mem_size ? params.mem_size : KT_MEM_ALIGN, KT_MEM_ALIGN);
+    struct kt_context *ctx;
     if (params.mem_buffer) {
-        ctx->mem = params.mem_buffer;
-        /* a caller's buffer need not be aligned: use the aligned part of it */
-        size_t skew = (size_t)(-(uintptr_t)ctx->mem) & (KT_MEM_ALIGN - 1);
-        if (params.mem_size <= skew) {
-            free(ctx);
+        /* a caller's buffer need not be aligned: use its aligned part, and keep the
+         * context itself at its start, so that a reused buffer costs no allocation */
+        uint8_t *mem = params.mem_buffer;
+        size_t skew = (size_t)(-(uintptr_t)mem) & (KT_MEM_ALIGN - 1);
+        size_t head = skew + align_up(sizeof *ctx, KT_MEM_ALIGN);
+        if (params.mem_size <= head) {
             kt_set_error("kt_init: buffer of %zu bytes is too small", params.mem_size);
             return NULL;
         }
-        ctx->mem += skew;
-        size = (params.mem_size - skew) & ~(size_t)(KT_MEM_ALIGN - 1);
+        ctx = (struct kt_context *)(mem + skew);
+        memset(ctx, 0, sizeof *ctx);
+        ctx->in_buffer = true;
+        ctx->mem = mem + head;
+        size = (params.mem_size - head) & ~(size_t)(KT_MEM_ALIGN - 1);
     } else {
+        ctx = calloc(1, sizeof *ctx);
+        if (!ctx) {
+            kt_set_error("kt_init: out of memory for the context");
+            return NULL;
+        }
         ctx->mem = aligned_alloc(KT_MEM_ALIGN, size);
         if (!ctx->mem) {
             free(ctx);
@@ -74,7 +80,7 @@ struct kt_context *kt_init(struct kt_init_params params) {
 void kt_free(struct kt_context *ctx) {
     if (!ctx) return;
     if (ctx->mem_owned) free(ctx->mem);
-    free(ctx);
+    if (!ctx->in_buffer) free(ctx);
 }
 
 size_t kt_used_mem(const struct kt_context *ctx) { return ctx->used; }

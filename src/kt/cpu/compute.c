@@ -238,6 +238,7 @@ struct kt_threadpool *kt_threadpool_new(int n_threads) {
     }
     for (int i = 1; i < n_threads; i++) {
         struct worker_arg *arg = malloc(sizeof *arg);
+        if (arg) *arg = (struct worker_arg){tp, i};
         if (!arg || pthread_create(&tp->workers[i - 1], NULL, worker_main, arg) != 0) {
             free(arg);
             tp->n_threads = i; /* free joins the ones started */
@@ -245,7 +246,6 @@ struct kt_threadpool *kt_threadpool_new(int n_threads) {
             kt_set_error("kt_threadpool_new: cannot start thread %d", i);
             return NULL;
         }
-        *arg = (struct worker_arg){tp, i};
     }
     return tp;
 }
