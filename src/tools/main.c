@@ -21,6 +21,7 @@ static int cmd_version(int argc, char **argv) {
 /* One row per subcommand (add yours here, declared in tools.h). */
 static const struct kiln_cmd commands[] = {
     {"version", cmd_version, "print kiln's version"},
+    {"info", cmd_info, "describe a GGUF file (metadata, tensors); dump a tensor as float32"},
 };
 
 static void usage(FILE *f) {
