@@ -570,6 +570,18 @@ static void test_cpy(void) {
     run_check(ctx, kt_cast(ctx, a, KT_TYPE_F16), h, 0, 0, "CAST permuted f32 -> f16");
     run_check(ctx, kt_cont(ctx, kt_transpose(ctx, kt_cast(ctx, a, KT_TYPE_F16))), NULL, 0, 0, "CONT f16 chain");
 
+    /* packed rows between F32 and F16/BF16 (the row-converter path), both ways */
+    struct kt_tensor *ac = mk(ctx, KT_TYPE_F32, ne, L_CONT, -70000, 70000); /* beyond f16's range too */
+    double *xc = read_all(ac), *r16 = malloc(210 * sizeof *r16), *rbf = malloc(210 * sizeof *rbf);
+    for (int k = 0; k < 210; k++) r16[k] = round_to(KT_TYPE_F16, xc[k]), rbf[k] = round_to(KT_TYPE_BF16, xc[k]);
+    struct kt_tensor *c16 = kt_cast(ctx, ac, KT_TYPE_F16), *cbf = kt_cast(ctx, ac, KT_TYPE_BF16);
+    run_check(ctx, c16, r16, 0, 0, "CAST contiguous f32 -> f16");
+    run_check(ctx, cbf, rbf, 0, 0, "CAST contiguous f32 -> bf16");
+    run_check(ctx, kt_cast(ctx, c16, KT_TYPE_F32), r16, 0, 0, "CAST contiguous f16 -> f32");
+    run_check(ctx, kt_cast(ctx, cbf, KT_TYPE_F32), rbf, 0, 0, "CAST contiguous bf16 -> f32");
+    run_check(ctx, kt_cpy(ctx, c16, kt_new_tensor_4d(ctx, KT_TYPE_BF16, 5, 7, 3, 2)), NULL, 0, 0, "CPY f16 -> bf16");
+    free(xc), free(r16), free(rbf);
+
     const enum kt_type qt[2] = {KT_TYPE_Q8_0, KT_TYPE_Q4_0};
     for (int k = 0; k < 2; k++) {
         const struct kt_type_traits *tr = kt_get_type_traits(qt[k]);

@@ -73,15 +73,23 @@ static void dup_elements(const struct kt_tensor *src, struct kt_tensor *dst, int
     const bool same = src->type == dst->type;
     const size_t esz = kt_type_size(dst->type);
     const bool rows_align = src->ne[0] == ne0;
-    const bool packed = rows_align && same && src->nb[0] == esz && dst->nb[0] == esz;
+    const bool packed = rows_align && src->nb[0] == kt_type_size(src->type) && dst->nb[0] == esz;
+    /* packed rows between F32 and F16/BF16: the type table's row converters */
+    kt_to_float_fn to_f32 = NULL;
+    kt_from_float_fn from_f32 = NULL;
+    if (packed && !same && dst->type == KT_TYPE_F32) to_f32 = kt_get_type_traits(src->type)->to_float;
+    if (packed && !same && src->type == KT_TYPE_F32) from_f32 = kt_get_type_traits(dst->type)->from_float;
     struct walk w;
     walk_seek(&w, src, r0 * ne0);
     for (int64_t ir = r0; ir < r1; ir++) {
         int64_t i1, i2, i3;
         kt_cpu_row_index(dst->ne, ir, &i1, &i2, &i3);
         char *d = kt_cpu_row_ptr(dst, i1, i2, i3);
-        if (packed) {
-            memcpy(d, walk_ptr(&w), (size_t)ne0 * esz);
+        if (packed && (same || to_f32 || from_f32)) {
+            const char *s = walk_ptr(&w);
+            if (same) memcpy(d, s, (size_t)ne0 * esz);
+            else if (to_f32) to_f32(s, (float *)d, ne0);
+            else from_f32((const float *)s, d, ne0);
             w.i[0] = ne0 - 1;
             walk_next(&w);
             continue;

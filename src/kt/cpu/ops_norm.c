@@ -36,7 +36,8 @@ void kt_cpu_norm(const struct kt_compute_params *p, struct kt_tensor *dst) {
         char *y = kt_cpu_row_ptr(dst, i1, i2, i3);
         double sum = 0.0;
         for (int64_t i = 0; i < n; i++) sum += row_at(a, x, i);
-        const float mean = (float)(sum / (double)n);
+        /* the mean rounded to float first, then divided in float, as llama.cpp does */
+        const float mean = (float)sum / (float)n;
         double var = 0.0;
         for (int64_t i = 0; i < n; i++) {
             const float v = row_at(a, x, i) - mean;

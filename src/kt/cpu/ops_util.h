@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "quant.h" /* inline fp16/bf16 conversions: these sit in inner loops */
 
 /* One element of type t at p as float (NaN for types without a scalar element). */
 static inline float kt_cpu_load(enum kt_type t, const char *p) {
@@ -23,12 +24,12 @@ static inline float kt_cpu_load(enum kt_type t, const char *p) {
     case KT_TYPE_F16: {
         kt_fp16_t h;
         memcpy(&h, p, sizeof h);
-        return kt_fp16_to_fp32(h);
+        return kt_h2f(h);
     }
     case KT_TYPE_BF16: {
         kt_bf16_t h;
         memcpy(&h, p, sizeof h);
-        return kt_bf16_to_fp32(h);
+        return kt_bf2f(h);
     }
     case KT_TYPE_I32: {
         int32_t v;
@@ -46,12 +47,12 @@ static inline void kt_cpu_store(enum kt_type t, char *p, float v) {
         memcpy(p, &v, sizeof v);
         break;
     case KT_TYPE_F16: {
-        kt_fp16_t h = kt_fp32_to_fp16(v);
+        kt_fp16_t h = kt_f2h(v);
         memcpy(p, &h, sizeof h);
         break;
     }
     case KT_TYPE_BF16: {
-        kt_bf16_t h = kt_fp32_to_bf16(v);
+        kt_bf16_t h = kt_f2bf(v);
         memcpy(p, &h, sizeof h);
         break;
     }
