@@ -1,15 +1,79 @@
 /*
- * vec_dot.c - picks, once per process, the dot-product and activation
- * quantizer kernels the CPU engine uses per type: an ISA variant when this CPU
- * runs one (vec_dot_avx2.c, vec_dot_avx512.c), else the reference kernels from
- * the type traits table.
+ * vec_dot.c - picks the dot-product and activation-quantizer kernels the CPU
+ * engine uses per type: the best ISA variant this CPU runs (vec_dot_avx512.c,
+ * vec_dot_avx2.c), else the reference kernels of the type traits table.
+ * Environment KT_CPU_ISA=ref|avx2 caps the choice (for A/B runs and bisecting).
  */
+#include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "cpu.h"
+#include "vec_dot_isa.h"
+
+enum isa { ISA_REF, ISA_AVX2, ISA_AVX512 };
+
+#if defined(__x86_64__) || defined(__i386__)
+/* clang's __builtin_cpu_supports does not know "f16c": ask CPUID leaf 1 (ECX bit 29). */
+static bool has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
+
+/* Decided per call: cheap (the CPU model is cached by libgcc) and keeps no state here. */
+static enum isa cpu_isa(void) {
+    enum isa best = ISA_REF;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
+        best = ISA_AVX2;
+    if (best == ISA_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vnni"))
+        best = ISA_AVX512;
+#endif
+    const char *cap = getenv("KT_CPU_ISA");
+    if (cap && strcmp(cap, "ref") == 0) best = ISA_REF;
+    if (cap && strcmp(cap, "avx2") == 0 && best > ISA_AVX2) best = ISA_AVX2;
+    return best;
+}
+
+/* One row per type with a fast path; a NULL slot falls back to the next lower ISA. */
+static const struct {
+    enum kt_type type;
+    kt_vec_dot_fn avx2, avx512;
+} dots[] = {
+    {KT_TYPE_Q4_0, kt_vec_dot_q4_0_q8_0_avx2, kt_vec_dot_q4_0_q8_0_avx512},
+    {KT_TYPE_Q8_0, kt_vec_dot_q8_0_q8_0_avx2, kt_vec_dot_q8_0_q8_0_avx512},
+    {KT_TYPE_Q4_K, kt_vec_dot_q4_K_q8_K_avx2, kt_vec_dot_q4_K_q8_K_avx512},
+    {KT_TYPE_Q6_K, kt_vec_dot_q6_K_q8_K_avx2, kt_vec_dot_q6_K_q8_K_avx512},
+    {KT_TYPE_F16, kt_vec_dot_f16_avx2, kt_vec_dot_f16_avx512},
+};
+
+static const struct {
+    enum kt_type type;
+    kt_from_float_fn avx2;
+} quantizers[] = {
+    {KT_TYPE_Q8_0, kt_quantize_row_q8_0_avx2},
+    {KT_TYPE_Q8_K, kt_quantize_row_q8_K_avx2},
+};
 
 kt_vec_dot_fn kt_cpu_vec_dot(enum kt_type type) {
+    const enum isa isa = cpu_isa();
+    for (size_t i = 0; i < sizeof dots / sizeof dots[0]; i++) {
+        if (dots[i].type != type) continue;
+        if (isa >= ISA_AVX512 && dots[i].avx512) return dots[i].avx512;
+        if (isa >= ISA_AVX2 && dots[i].avx2) return dots[i].avx2;
+    }
     return kt_get_type_traits(type)->vec_dot;
 }
 
 kt_from_float_fn kt_cpu_from_float(enum kt_type type) {
+    const enum isa isa = cpu_isa();
+    for (size_t i = 0; i < sizeof quantizers / sizeof quantizers[0]; i++)
+        if (quantizers[i].type == type && isa >= ISA_AVX2) return quantizers[i].avx2;
     return kt_get_type_traits(type)->from_float;
 }

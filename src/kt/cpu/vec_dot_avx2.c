@@ -1,0 +1,241 @@
+/*
+ * vec_dot_avx2.c - AVX2/FMA/F16C variants of the dot products of the types
+ * in the model files (Q4_0, Q8_0, Q4_K, Q6_K, F16) and of the Q8_0/Q8_K
+ * activation quantizers. Compiled with those ISA flags; called only after
+ * vec_dot.c has checked the CPU. Contracts: vec_dot_isa.h.
+ */
+#include <immintrin.h>
+#include <math.h>
+
+#include "quant.h"
+#include "vec_dot_isa.h"
+
+#ifdef __clang__
+/* the K-quant dots must round like the reference: no fused multiply-add there */
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+static inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline int hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+static inline float h2f(kt_fp16_t h) { return _cvtsh_ss(h); }
+
+/* Sum of x*y over 32 int8 pairs as 8 int32 lanes. maddubs wants an unsigned
+ * left operand: |x| and y carrying x's sign. y must not hold -128 (the Q8
+ * quantizers stop at -127). */
+static inline __m256i dot_i8(__m256i x, __m256i y) {
+    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+/* 16 bytes of nibbles -> 32 bytes: low nibbles first (elements 0..15), then high. */
+static inline __m256i unpack_nibbles(const uint8_t *q) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)q);
+    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+/* ------------------------------------------------------------------ legacy dots */
+
+void kt_vec_dot_q8_0_q8_0_avx2(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const kt_block_q8_0 *x = vx;
+    const kt_block_q8_0 *y = vy;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / KT_QK8_0; i++) {
+        const __m256i p = dot_i8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        const __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc);
+    }
+    *s = hsum_ps(acc);
+}
+
+void kt_vec_dot_q4_0_q8_0_avx2(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const kt_block_q4_0 *x = vx;
+    const kt_block_q8_0 *y = vy;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / KT_QK8_0; i++) {
+        const __m256i qx = _mm256_sub_epi8(unpack_nibbles(x[i].qs), _mm256_set1_epi8(8));
+        const __m256i p = dot_i8(qx, _mm256_loadu_si256((const __m256i *)y[i].qs));
+        const __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc);
+    }
+    *s = hsum_ps(acc);
+}
+
+/* ------------------------------------------------------------------ K-quant dots */
+
+void kt_vec_dot_q4_K_q8_K_avx2(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const kt_block_q4_K *x = vx;
+    const kt_block_q8_K *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / KT_QK_K; i++) {
+        uint8_t sc[8], mn[8];
+        int msum = 0;
+        for (int j = 0; j < 8; j++) {
+            kt_k4_scale_min(j, x[i].scales, &sc[j], &mn[j]);
+            msum += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        }
+        __m256i acc = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * j));
+            const __m256i lo = _mm256_and_si256(q, m4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * j));
+            const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * j + 32));
+            /* quants are 0..15: no sign trick needed, and pairs stay far below int16 limits */
+            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), _mm256_set1_epi16(sc[2 * j]));
+            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), _mm256_set1_epi16(sc[2 * j + 1]));
+            acc = _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
+        }
+        const int isum = hsum_epi32(acc);
+        /* the reference's float operations on the same exact integers */
+        sum += h2f(x[i].d) * y[i].d * (float)isum - h2f(x[i].dmin) * y[i].d * (float)msum;
+    }
+    *s = sum;
+}
+
+void kt_vec_dot_q6_K_q8_K_avx2(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const kt_block_q6_K *x = vx;
+    const kt_block_q8_K *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / KT_QK_K; i++) {
+        const int8_t *sc = x[i].scales;
+        /* quants are stored +32: dot the unsigned values, subtract 32 * sum(scale * bsum) */
+        int osum = 0;
+        for (int j = 0; j < 16; j++) osum += sc[j] * y[i].bsums[j];
+        __m256i acc = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
+            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+            q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+            for (int k = 0; k < 4; k++) {
+                const __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * k));
+                const int sb = 8 * h + 2 * k; /* sub-blocks of 16: this register holds sb and sb+1 */
+                const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[sb + 1]), _mm_set1_epi16(sc[sb]));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], yv), scv));
+            }
+        }
+        const int isum = hsum_epi32(acc) - 32 * osum;
+        sum += h2f(x[i].d) * y[i].d * (float)isum;
+    }
+    *s = sum;
+}
+
+/* ------------------------------------------------------------------ F16 */
+
+void kt_vec_dot_f16_avx2(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const kt_fp16_t *x = vx, *y = vy;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        for (int k = 0; k < 4; k++) {
+            const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i + 8 * k)));
+            const __m256 b = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i + 8 * k)));
+            acc[k] = _mm256_fmadd_ps(a, b, acc[k]);
+        }
+    }
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; i++) sum += h2f(x[i]) * h2f(y[i]);
+    *s = sum;
+}
+
+/* ------------------------------------------------------------------ activation quantizers */
+
+static inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+static inline float hmax_ps(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+/* roundf: to nearest, halfway cases away from zero. v - trunc(v) is exact. */
+static inline __m256 round_away(__m256 v) {
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 half = _mm256_cmp_ps(abs_ps(_mm256_sub_ps(v, t)), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
+    return _mm256_add_ps(t, _mm256_and_ps(half, one));
+}
+
+/* 4 x 8 int32 (each in int8 range) -> 32 int8 in order. */
+static inline __m256i pack_i32_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
+    const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
+    const __m256i p = _mm256_packs_epi16(ab, cd); /* 4-byte groups in order a0 b0 c0 d0 a1 b1 c1 d1 */
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+void kt_quantize_row_q8_0_avx2(const float *restrict x, void *restrict vy, int64_t n) {
+    kt_block_q8_0 *y = vy;
+    for (int64_t i = 0; i < n / KT_QK8_0; i++, x += KT_QK8_0) {
+        __m256 v[4];
+        for (int k = 0; k < 4; k++) v[k] = _mm256_loadu_ps(x + 8 * k);
+        const __m256 mx = _mm256_max_ps(_mm256_max_ps(abs_ps(v[0]), abs_ps(v[1])), _mm256_max_ps(abs_ps(v[2]), abs_ps(v[3])));
+        /* scalar, as the reference: d = amax/127, id = 1/d */
+        const float d = hmax_ps(mx) / 127;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = kt_f2h(d);
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++) q[k] = _mm256_cvttps_epi32(round_away(_mm256_mul_ps(v[k], vid)));
+        _mm256_storeu_si256((__m256i *)y[i].qs, pack_i32_i8(q[0], q[1], q[2], q[3]));
+    }
+}
+
+void kt_quantize_row_q8_K_avx2(const float *restrict x, void *restrict vy, int64_t n) {
+    kt_block_q8_K *y = vy;
+    for (int64_t i = 0; i < n / KT_QK_K; i++, x += KT_QK_K) {
+        __m256 mx = _mm256_setzero_ps();
+        for (int j = 0; j < KT_QK_K; j += 8) mx = _mm256_max_ps(mx, abs_ps(_mm256_loadu_ps(x + j)));
+        const float amax = hmax_ps(mx);
+        memset(&y[i], 0, sizeof y[i]);
+        if (amax == 0.0f) continue;
+        /* the sign of the first element of largest magnitude decides, as in the reference */
+        float max = 0.0f;
+        for (int j = 0; j < KT_QK_K; j++) {
+            if (fabsf(x[j]) == amax) {
+                max = x[j];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 vis = _mm256_set1_ps(iscale);
+        const __m256i lim = _mm256_set1_epi32(127);
+        for (int j = 0; j < KT_QK_K; j += 32) {
+            __m256i q[4];
+            for (int k = 0; k < 4; k++) {
+                /* round half to even, like the reference's nearest_int */
+                const __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), vis),
+                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(r), lim);
+            }
+            _mm256_storeu_si256((__m256i *)(y[i].qs + j), pack_i32_i8(q[0], q[1], q[2], q[3]));
+        }
+        for (int j = 0; j < KT_QK_K / 16; j++) {
+            const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(y[i].qs + 16 * j)));
+            y[i].bsums[j] = (int16_t)hsum_epi32(_mm256_madd_epi16(w, _mm256_set1_epi16(1)));
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}

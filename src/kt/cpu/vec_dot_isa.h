@@ -1,0 +1,32 @@
+/*
+ * vec_dot_isa.h - private to the CPU engine: the ISA variants of the dot
+ * products and activation quantizers. Call one only after checking the CPU
+ * (vec_dot.c does; tests check __builtin_cpu_supports themselves).
+ *
+ * The quantizers give the reference's bytes. The K-quant dots sum each
+ * super-block exactly in integers and then do the reference's float
+ * operations, so they equal the reference bit for bit; the Q4_0/Q8_0/F16 dots
+ * accumulate in float vectors and differ from it by summation order only.
+ */
+#ifndef KT_VEC_DOT_ISA_H
+#define KT_VEC_DOT_ISA_H
+
+#include "kt.h"
+
+/* AVX2 + FMA + F16C */
+void kt_vec_dot_q4_0_q8_0_avx2(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
+void kt_vec_dot_q8_0_q8_0_avx2(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
+void kt_vec_dot_q4_K_q8_K_avx2(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
+void kt_vec_dot_q6_K_q8_K_avx2(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
+void kt_vec_dot_f16_avx2(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
+void kt_quantize_row_q8_0_avx2(const float *restrict x, void *restrict y, int64_t n);
+void kt_quantize_row_q8_K_avx2(const float *restrict x, void *restrict y, int64_t n);
+
+/* AVX-512 F/BW/VL + VNNI (vpdpbusd replaces the maddubs/madd pair) */
+void kt_vec_dot_q4_0_q8_0_avx512(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
+void kt_vec_dot_q8_0_q8_0_avx512(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
+void kt_vec_dot_q4_K_q8_K_avx512(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
+void kt_vec_dot_q6_K_q8_K_avx512(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
+void kt_vec_dot_f16_avx512(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
+
+#endif
