@@ -125,7 +125,9 @@ bool gguf_arr_get_int(const struct gguf_file *g, int64_t kv, uint64_t idx, int64
 bool gguf_arr_get_float(const struct gguf_file *g, int64_t kv, uint64_t idx, double *out); /* f32/f64 */
 /* Copy a whole array of elem type `type` into out (n = gguf_arr_n elements of that type's size). */
 bool gguf_arr_copy(const struct gguf_file *g, int64_t kv, enum gguf_type type, void *out, uint64_t n);
-/* Raw bytes of a scalar or array value (for printing nested arrays); NULL if i is out of range. */
+/* Raw bytes of a scalar or array value (for printing nested arrays); NULL if i is out of range.
+ * Strings: u64 length + bytes. Arrays: the elements only (after the element type and count), each
+ * string element length-prefixed, each nested array with its own element type and count. */
 const void *gguf_kv_data(const struct gguf_file *g, int64_t i, size_t *size);
 
 /* tensors */

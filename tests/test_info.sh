@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# test_info.sh - `kiln info` end to end: usage errors exit 2, bad files exit 1
+# with the reader's message on stderr, every file in ../shared/models and
+# ../shared/vocab is described as JSON that parses, with the facts
+# ../shared/README.md documents, and --dump matches ggml's dequantized rows in
+# ../shared/reference/dequant bit for bit.
+set -uo pipefail
+kiln=${KILN_BIN:?KILN_BIN is not set}
+shared=${KILN_SHARED:-../shared}
+tmp=$(mktemp -d /tmp/kiln-test-info-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fails=0 passes=0
+check() { # check DESCRIPTION COMMAND...: the command must succeed
+  local what=$1; shift
+  if "$@"; then passes=$((passes + 1)); else echo "FAIL: $what" >&2; fails=$((fails + 1)); fi
+}
+exit_is() { # exit_is CODE COMMAND...: the command exits with CODE (stdout/stderr to $tmp/out, $tmp/err)
+  local want=$1; shift
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [ "$rc" -eq "$want" ] || { echo "  exit $rc, want $want: $*" >&2; cat "$tmp/err" >&2; return 1; }
+}
+err_has() { grep -qF -- "$1" "$tmp/err" || { echo "  stderr lacks '$1':" >&2; cat "$tmp/err" >&2; return 1; }; }
+
+# usage errors: 2
+check "no -m" exit_is 2 "$kiln" info
+check "unknown flag" exit_is 2 "$kiln" info -m x.gguf --bogus
+check "-m without value" exit_is 2 "$kiln" info -m
+check "--tensor without --dump" exit_is 2 "$kiln" info -m x.gguf --tensor a
+check "--help" exit_is 0 "$kiln" info --help
+
+# bad files: 1, with the reader's message
+printf 'GGUX\003\000\000\000' >"$tmp/magic.gguf"
+check "bad magic exit" exit_is 1 "$kiln" info -m "$tmp/magic.gguf"
+check "bad magic message" err_has "bad magic 'GGUX' (expected 'GGUF') at byte 0"
+printf 'GGUF\001\000\000\000' >"$tmp/v1.gguf"
+check "v1 exit" exit_is 1 "$kiln" info -m "$tmp/v1.gguf" --json
+check "v1 message" err_has "unsupported GGUF version 1"
+printf 'GGUF\003\000\000\000\000\000' >"$tmp/short.gguf"
+check "truncated exit" exit_is 1 "$kiln" info -m "$tmp/short.gguf"
+check "truncated message" err_has "truncated: tensor count needs 8 bytes but only 2 remain at byte 8"
+check "missing file exit" exit_is 1 "$kiln" info -m "$tmp/none.gguf"
+check "missing file message" err_has "cannot open"
+# a valid empty file (no keys, no tensors) is described
+printf 'GGUF\003\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000' >"$tmp/empty.gguf"
+check "empty file" exit_is 0 "$kiln" info -m "$tmp/empty.gguf" --json --tensors
+check "empty file json" python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["n_tensors"]==0 and d["architecture"] is None' "$tmp/out"
+
+if [ ! -d "$shared/models" ]; then
+  echo "SKIP the ../shared part: $shared is absent (set KILN_SHARED)"
+  echo "test_info: $passes passed, $fails failed"
+  [ "$fails" -eq 0 ]; exit
+fi
+
+for f in "$shared"/models/*.gguf "$shared"/vocab/*.gguf; do
+  check "$f --json" exit_is 0 "$kiln" info -m "$f" --json --tensors
+  check "$f json facts" python3 - "$tmp/out" "$f" <<'PY'
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+name = os.path.basename(sys.argv[2])
+arch = d["architecture"]
+assert arch, "no architecture"
+assert d["n_tensors"] == len(d["tensors"])
+assert d["tokenizer"]["vocab_size"] > 1000 and d["tokenizer"]["model"]
+assert sum(t["count"] for t in d["tensor_types"].values()) == d["n_tensors"]
+assert sum(t["size"] for t in d["tensors"]) == d["tensor_bytes"]
+assert d["metadata"]["general.architecture"]["value"] == arch
+tok = d["metadata"]["tokenizer.ggml.tokens"]["value"]
+assert tok == {"type": "arr", "elem_type": "str", "n": d["tokenizer"]["vocab_size"]}, tok
+if name.startswith(("kjv", "qwen2-kjv")):
+    # ../shared/README.md: 4 layers, 256 wide, 8 heads, 4 KV heads, ff 768, context 512, 32000 tokens
+    h = d["hparams"]
+    want = {"block_count": 4, "embedding_length": 256, "attention.head_count": 8,
+            "attention.head_count_kv": 4, "feed_forward_length": 768, "context_length": 512}
+    for k, v in want.items():
+        assert h[arch + "." + k] == v, (k, h.get(arch + "." + k))
+    assert d["tokenizer"]["vocab_size"] == 32000
+    emb = [t for t in d["tensors"] if t["name"] == "token_embd.weight"][0]
+    assert emb["shape"] == [256, 32000], emb
+    assert d["data_offset"] % d["alignment"] == 0
+else:
+    assert d["n_tensors"] == 0 and d["tensor_bytes"] == 0
+PY
+  check "$f text" exit_is 0 "$kiln" info -m "$f"
+  check "$f text content" grep -q "^architecture: " "$tmp/out"
+done
+
+# --dump against ggml's dequantized rows (../shared/reference/dequant)
+idx="$shared/reference/dequant/index.json"
+if [ -f "$idx" ]; then
+  while IFS=$'\t' read -r model tensor file nbytes; do
+    check "dump $model $tensor" exit_is 0 "$kiln" info -m "$shared/models/$model" --tensor "$tensor" --dump "$tmp/t.f32"
+    check "dump $model $tensor = ggml" cmp -n "$nbytes" "$tmp/t.f32" "$shared/reference/dequant/$file"
+  done < <(python3 -c 'import json,sys
+for e in json.load(open(sys.argv[1]))["entries"]:
+    print(e["model"], e["tensor"], e["file"], e["ne0"] * e["rows"] * 4, sep="\t")' "$idx")
+  check "dump unknown tensor" exit_is 1 "$kiln" info -m "$shared/models/kjv-q4_0.gguf" --tensor nope --dump "$tmp/t.f32"
+  check "dump unknown tensor message" err_has "no tensor named 'nope'"
+fi
+
+echo "test_info: $passes passed, $fails failed"
+[ "$fails" -eq 0 ]
