@@ -1,0 +1,227 @@
+/*
+ * kiln.h - the kiln runtime's public header. This file grows by sections:
+ * vocabulary (tokenizers), model, context (KV cache, batched decode); sampling
+ * comes later. Every section follows the house rules: errors are values, ids
+ * and lengths from callers are checked, nothing here prints.
+ */
+#ifndef KILN_H
+#define KILN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct gguf_file;
+
+/* =========================================================================
+ * vocabulary: tokenizers built from GGUF metadata (tokenizer.ggml.*)
+ *
+ * Exact re-implementations of llama.cpp's SentencePiece-style (SPM, model
+ * "llama"), byte-level BPE (model "gpt2", every pre-tokenizer llama.cpp knows)
+ * and WordPiece (WPM, model "bert") tokenizers.
+ *
+ *   char err[256];
+ *   struct kiln_vocab *v = kiln_vocab_load(g, err, sizeof err);
+ *   int32_t ids[64];
+ *   int64_t n = kiln_tokenize(v, "Hello", 5, ids, 64, true, false);
+ *   if (n < 0) ... -n slots were needed ...
+ *
+ * The vocab copies everything it needs out of the GGUF file: the gguf_file may
+ * be closed after kiln_vocab_load returns. A loaded vocab is immutable, so any
+ * number of threads may tokenize/detokenize with one vocab at once (each call
+ * allocates its own scratch).
+ * ========================================================================= */
+
+#define KILN_TOKEN_NULL (-1)
+/* Returned by kiln_token_to_piece / kiln_detokenize for an id outside the vocab,
+ * and by kiln_tokenize when memory runs out. */
+#define KILN_ERR_INVALID INT64_MIN
+
+enum kiln_vocab_type {
+    KILN_VOCAB_NONE = 0, /* file without a vocabulary ("no_vocab") */
+    KILN_VOCAB_SPM = 1,  /* "llama": SentencePiece, score-guided merges, byte fallback */
+    KILN_VOCAB_BPE = 2,  /* "gpt2" (and "gemma4"): byte-level BPE with merges by rank */
+    KILN_VOCAB_WPM = 3,  /* "bert": WordPiece */
+};
+
+/* Token attributes (bit set), derived from tokenizer.ggml.token_type and model quirks. */
+enum kiln_token_attr {
+    KILN_TOKEN_ATTR_UNDEFINED = 0,
+    KILN_TOKEN_ATTR_UNKNOWN = 1 << 0,
+    KILN_TOKEN_ATTR_UNUSED = 1 << 1,
+    KILN_TOKEN_ATTR_NORMAL = 1 << 2,
+    KILN_TOKEN_ATTR_CONTROL = 1 << 3,
+    KILN_TOKEN_ATTR_USER_DEFINED = 1 << 4,
+    KILN_TOKEN_ATTR_BYTE = 1 << 5,
+    KILN_TOKEN_ATTR_LSTRIP = 1 << 7, /* eat whitespace left of it when parsing specials */
+    KILN_TOKEN_ATTR_RSTRIP = 1 << 8, /* eat whitespace right of it */
+};
+
+struct kiln_vocab;
+
+/* Build the vocabulary from g's metadata. NULL on failure with a message in err
+ * naming the offending key (missing tokens, wrong types, lengths that disagree,
+ * ids out of range, merges naming unknown tokens, unknown model/pre-tokenizer). */
+struct kiln_vocab *kiln_vocab_load(const struct gguf_file *g, char *err, size_t errlen);
+void kiln_vocab_free(struct kiln_vocab *v);
+
+int32_t kiln_vocab_n_tokens(const struct kiln_vocab *v);
+enum kiln_vocab_type kiln_vocab_type(const struct kiln_vocab *v);
+const char *kiln_vocab_type_name(enum kiln_vocab_type t); /* "none", "SPM", "BPE", "WPM" */
+const char *kiln_vocab_pre(const struct kiln_vocab *v);   /* pre-tokenizer name in use ("default" if none) */
+
+/* Special ids; KILN_TOKEN_NULL when the vocabulary has none. */
+int32_t kiln_vocab_bos(const struct kiln_vocab *v);
+int32_t kiln_vocab_eos(const struct kiln_vocab *v);
+int32_t kiln_vocab_eot(const struct kiln_vocab *v);
+int32_t kiln_vocab_eom(const struct kiln_vocab *v);
+int32_t kiln_vocab_unk(const struct kiln_vocab *v);
+int32_t kiln_vocab_sep(const struct kiln_vocab *v);
+int32_t kiln_vocab_pad(const struct kiln_vocab *v);
+int32_t kiln_vocab_mask(const struct kiln_vocab *v);
+int32_t kiln_vocab_nl(const struct kiln_vocab *v); /* the token of "\n" */
+bool kiln_vocab_add_bos(const struct kiln_vocab *v);
+bool kiln_vocab_add_eos(const struct kiln_vocab *v);
+/* End of generation: eos, eot, eom and the end-like tokens llama.cpp recognises by text. */
+bool kiln_vocab_is_eog(const struct kiln_vocab *v, int32_t id);
+
+/* Per-token queries; an id out of range gives 0 / NULL / 0.0f. */
+uint32_t kiln_vocab_attr(const struct kiln_vocab *v, int32_t id);
+bool kiln_vocab_is_control(const struct kiln_vocab *v, int32_t id);
+bool kiln_vocab_is_byte(const struct kiln_vocab *v, int32_t id);
+const char *kiln_vocab_text(const struct kiln_vocab *v, int32_t id, size_t *len); /* raw text as stored, NUL-terminated */
+float kiln_vocab_score(const struct kiln_vocab *v, int32_t id);
+int32_t kiln_vocab_find(const struct kiln_vocab *v, const char *text, size_t len); /* exact text -> id or KILN_TOKEN_NULL */
+
+/* Tokenize len bytes of text (any bytes: invalid UTF-8 is handled deterministically,
+ * as llama.cpp does). add_special adds BOS/EOS (WPM: [CLS]/[SEP]) per the metadata;
+ * parse_special turns the text of control tokens into those tokens (user-defined
+ * tokens are always matched). Returns the number of ids written, or -(needed) when
+ * max is too small (nothing useful in out then), or KILN_ERR_INVALID on allocation
+ * failure. */
+int64_t kiln_tokenize(const struct kiln_vocab *v, const char *text, size_t len, int32_t *out, int64_t max,
+                      bool add_special, bool parse_special);
+
+/* The bytes one token stands for (SPM ▁ -> space, BPE byte-level decoding, byte
+ * tokens -> their byte). Control/unknown tokens give 0 bytes unless special.
+ * Returns bytes written, -(needed) if size is too small, KILN_ERR_INVALID for a bad id. */
+int64_t kiln_token_to_piece(const struct kiln_vocab *v, int32_t id, char *buf, size_t size, bool special);
+
+/* Ids back to text: pieces joined, SPM's leading space removed, byte tokens
+ * reassembled, llama.cpp's space clean-up for BPE/WPM vocabularies.
+ * remove_special drops a leading BOS / trailing EOS as the model adds them;
+ * unparse_special renders control tokens as their text. Returns bytes written,
+ * -(needed) when size is too small, KILN_ERR_INVALID when an id is out of range. */
+int64_t kiln_detokenize(const struct kiln_vocab *v, const int32_t *ids, int64_t n, char *buf, size_t size,
+                        bool remove_special, bool unparse_special);
+
+/* ================================================================== model */
+
+struct kiln_model;
+struct kiln_context;
+
+struct kiln_hparams {
+    int64_t n_ctx_train;  /* context length the model was trained with */
+    int64_t n_embd;
+    int64_t n_layer;
+    int64_t n_head;
+    int64_t n_head_kv;    /* < n_head: grouped-query attention; 1: multi-query */
+    int64_t n_embd_head;  /* head dimension */
+    int64_t n_ff;
+    int64_t n_vocab;
+    int64_t n_rot;        /* rotary dimensions per head (<= n_embd_head) */
+    float rope_freq_base;
+    float rope_freq_scale;
+    float norm_rms_eps;
+};
+
+/* Called while loading with progress in [0, 1]; return false to cancel. */
+typedef bool (*kiln_progress_fn)(float progress, void *data);
+
+struct kiln_model_params {
+    kiln_progress_fn progress;
+    void *progress_data;
+    bool vocab_only;      /* load metadata and vocabulary only */
+};
+struct kiln_model_params kiln_model_default_params(void);
+
+/* Load a GGUF model: architecture from general.architecture, hyper-parameters
+ * from <arch>.* keys, every weight bound zero-copy into the file mapping in its
+ * stored type. NULL on failure with a message in err (missing tensor, wrong
+ * shape, unsupported architecture ... named). */
+struct kiln_model *kiln_model_load(const char *path, struct kiln_model_params params, char *err, size_t errlen);
+void kiln_model_free(struct kiln_model *model);
+const struct kiln_hparams *kiln_model_hparams(const struct kiln_model *model);
+const struct kiln_vocab *kiln_model_vocab(const struct kiln_model *model);
+const char *kiln_model_arch(const struct kiln_model *model);
+const char *kiln_model_name(const struct kiln_model *model);
+const struct gguf_file *kiln_model_gguf(const struct kiln_model *model);
+int64_t kiln_model_n_params(const struct kiln_model *model);
+size_t kiln_model_size(const struct kiln_model *model); /* bytes of weights */
+/* e.g. "llama 4L 256E Q4_0" for bench tables */
+void kiln_model_desc(const struct kiln_model *model, char *buf, size_t size);
+
+/* ================================================================== context */
+
+struct kiln_context_params {
+    uint32_t n_ctx;       /* KV cache cells; 0: the model's training context */
+    uint32_t n_batch;     /* most tokens per kiln_decode call */
+    uint32_t n_seq_max;   /* sequences (1..64) */
+    int n_threads;
+    enum kt_type type_k;  /* KV cache types: F16 (default), F32, Q8_0 */
+    enum kt_type type_v;
+};
+struct kiln_context_params kiln_context_default_params(void);
+
+struct kiln_context *kiln_context_new(const struct kiln_model *model, struct kiln_context_params params, char *err,
+                                      size_t errlen);
+void kiln_context_free(struct kiln_context *ctx);
+uint32_t kiln_n_ctx(const struct kiln_context *ctx);
+const char *kiln_context_error(const struct kiln_context *ctx); /* message of the last failure */
+void kiln_set_n_threads(struct kiln_context *ctx, int n_threads);
+/* Bytes of the compute buffer and of the KV cache (memory reports). */
+size_t kiln_compute_buffer_size(const struct kiln_context *ctx);
+size_t kiln_kv_size_bytes(const struct kiln_context *ctx);
+
+/* A batch: token i at position pos[i] of sequence seq_id[i]; logits[i] != 0 keeps its logits. */
+struct kiln_batch {
+    int32_t n_tokens;
+    int32_t capacity;
+    int32_t *token;
+    int32_t *pos;
+    int32_t *seq_id;
+    int8_t *logits;
+};
+struct kiln_batch kiln_batch_init(int32_t capacity); /* capacity 0 on allocation failure */
+void kiln_batch_free(struct kiln_batch *batch);
+void kiln_batch_clear(struct kiln_batch *batch);
+bool kiln_batch_add(struct kiln_batch *batch, int32_t token, int32_t pos, int32_t seq_id, bool logits);
+
+/* Evaluate a batch: 0 on success; < 0 on an error (bad token id, position, sequence,
+ * batch larger than n_batch, no room in the cache: kiln_context_error says which);
+ * the cache is unchanged on error. */
+int kiln_decode(struct kiln_context *ctx, const struct kiln_batch *batch);
+/* Logits (n_vocab floats) of batch token i of the last decode (i < 0 counts from the
+ * end); NULL if that token's logits were not requested. */
+const float *kiln_get_logits_ith(const struct kiln_context *ctx, int32_t i);
+
+/* ---- KV cache by sequence */
+void kiln_kv_clear(struct kiln_context *ctx);
+/* remove positions [p0, p1) of seq (seq < 0: every sequence; p1 < 0: to the end) */
+bool kiln_kv_seq_rm(struct kiln_context *ctx, int32_t seq, int32_t p0, int32_t p1);
+/* cells of src in [p0, p1) also belong to dst */
+bool kiln_kv_seq_cp(struct kiln_context *ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1);
+/* largest position of seq in the cache, -1 if none */
+int32_t kiln_kv_seq_pos_max(const struct kiln_context *ctx, int32_t seq);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_H */

@@ -1,0 +1,171 @@
+/*
+ * tok_bpe.c - byte-level BPE (model "gpt2", and SPM-style BPE such as gemma4)
+ * as llama.cpp does it: the pre-tokenizer splits the text into words, each
+ * word is byte-encoded (GPT-2's byte->character mapping) and split into
+ * characters, then the adjacent pair with the lowest merge rank is merged
+ * until none is left (ties: leftmost first). Symbols that are not tokens fall
+ * back to their single bytes where those are tokens.
+ */
+#include "vocab_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct sym {
+    int prev, next;
+    size_t off, n;
+    int32_t id; /* token of the symbol's text, or -1 */
+};
+struct bigram {
+    int left, right;
+    int32_t rank;
+    size_t ln, rn; /* sizes when queued: a changed size means the pair is stale */
+};
+
+static bool before(const struct bigram *a, const struct bigram *b) {
+    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
+}
+
+struct heap {
+    struct bigram *p;
+    size_t n, cap;
+};
+
+static bool heap_push(struct heap *h, struct bigram b) {
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 64;
+        struct bigram *q = realloc(h->p, cap * sizeof *q);
+        if (!q) return false;
+        h->p = q;
+        h->cap = cap;
+    }
+    size_t i = h->n++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!before(&b, &h->p[parent])) break;
+        h->p[i] = h->p[parent];
+        i = parent;
+    }
+    h->p[i] = b;
+    return true;
+}
+
+static struct bigram heap_pop(struct heap *h) {
+    struct bigram top = h->p[0], last = h->p[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && before(&h->p[c + 1], &h->p[c])) c++;
+        if (!before(&h->p[c], &last)) break;
+        h->p[i] = h->p[c];
+        i = c;
+    }
+    if (h->n) h->p[i] = last;
+    return top;
+}
+
+struct work {
+    struct sym *s;
+    size_t cap;
+    struct heap h;
+    struct kv_buf word;
+};
+
+static bool add_bigram(const struct kiln_vocab *v, struct work *w, int l, int r) {
+    if (l < 0 || r < 0) return true;
+    /* merges name tokens only (checked at load), so a symbol that is no token cannot merge */
+    int32_t rank = kv_merge_rank(v, w->s[l].id, w->s[r].id);
+    if (rank < 0) return true;
+    struct bigram b = {l, r, rank, w->s[l].n, w->s[r].n};
+    return heap_push(&w->h, b);
+}
+
+static bool emit_symbol(const struct kiln_vocab *v, const char *t, size_t n, int32_t id, struct kv_ids *out) {
+    if (id >= 0) return kv_ids_push(out, id);
+    for (size_t j = 0; j < n; j++) {
+        int32_t b;
+        if (v->byte_encode) {
+            b = kv_find(v, t + j, 1);
+        } else {
+            static const char hex[] = "0123456789ABCDEF";
+            uint8_t c = (uint8_t)t[j];
+            char buf[6] = {'<', '0', 'x', hex[c >> 4], hex[c & 15], '>'};
+            b = kv_find(v, buf, 6);
+        }
+        if (b >= 0 && !kv_ids_push(out, b)) return false;
+    }
+    return true;
+}
+
+static bool bpe_word(const struct kiln_vocab *v, struct work *w, const char *t, size_t len, struct kv_ids *out) {
+    if (len == 0) return true;
+    int32_t whole = kv_find(v, t, len);
+    if (v->ignore_merges && whole >= 0) return kv_ids_push(out, whole);
+    if (v->gemma4_model && whole >= 0 && strspn(t, "\n") >= len) return kv_ids_push(out, whole);
+    if (len > w->cap) {
+        struct sym *s = realloc(w->s, len * sizeof *s);
+        if (!s) return false;
+        w->s = s;
+        w->cap = len;
+    }
+    struct sym *s = w->s;
+    int n = 0;
+    for (size_t off = 0; off < len;) {
+        size_t l = kv_utf8_len((unsigned char)t[off]);
+        if (l > len - off) l = len - off;
+        s[n] = (struct sym){n - 1, off + l == len ? -1 : n + 1, off, l, kv_find(v, t + off, l)};
+        off += l;
+        n++;
+    }
+    w->h.n = 0;
+    for (int i = 1; i < n; i++)
+        if (!add_bigram(v, w, i - 1, i)) return false;
+    while (w->h.n) {
+        struct bigram b = heap_pop(&w->h);
+        struct sym *L = &s[b.left], *R = &s[b.right];
+        if (L->n != b.ln || R->n != b.rn || L->n == 0 || R->n == 0) continue;
+        L->n += R->n;
+        R->n = 0;
+        L->id = kv_find(v, t + L->off, L->n);
+        L->next = R->next;
+        if (R->next >= 0) s[R->next].prev = b.left;
+        if (!add_bigram(v, w, L->prev, b.left) || !add_bigram(v, w, b.left, L->next)) return false;
+    }
+    for (int i = 0; i < n; i++)
+        if (s[i].n > 0 && !emit_symbol(v, t + s[i].off, s[i].n, s[i].id, out)) return false;
+    return true;
+}
+
+bool kv_tokenize_bpe(const struct kiln_vocab *v, const char *text, size_t len, struct kv_ids *out) {
+    size_t n, *lens = NULL, n_lens = 0;
+    uint32_t *cp = kv_utf8_to_cpts(text, len, &n);
+    if (!cp) return false;
+    struct work w = {0};
+    bool ok = kv_split(v->splitter, cp, n, &lens, &n_lens);
+    size_t c0 = 0;
+    for (size_t k = 0; ok && k < n_lens; k++) {
+        /* the word as the merges see it: UTF-8, then (byte_encode) each byte as its GPT-2 character */
+        w.word.n = 0;
+        for (size_t i = c0; ok && i < c0 + lens[k]; i++) {
+            char u[4];
+            size_t ul = kv_utf8_encode(cp[i], u);
+            if (!v->byte_encode) {
+                ok = kv_buf_put(&w.word, u, ul);
+                continue;
+            }
+            for (size_t j = 0; ok && j < ul; j++) {
+                char e[4];
+                ok = kv_buf_put(&w.word, e, kv_utf8_encode(kv_byte_to_cpt((uint8_t)u[j]), e));
+            }
+        }
+        c0 += lens[k];
+        if (ok) ok = bpe_word(v, &w, w.word.p, w.word.n, out);
+    }
+    free(w.s);
+    free(w.h.p);
+    free(w.word.p);
+    free(lens);
+    free(cp);
+    return ok;
+}
