@@ -26,11 +26,13 @@ static const struct variant variants[] = {
     {"q4_K avx2", KT_TYPE_Q4_K, kt_vec_dot_q4_K_q8_K_avx2, false, true},
     {"q6_K avx2", KT_TYPE_Q6_K, kt_vec_dot_q6_K_q8_K_avx2, false, true},
     {"f16 avx2", KT_TYPE_F16, kt_vec_dot_f16_avx2, false, false},
+    {"f32 avx2", KT_TYPE_F32, kt_vec_dot_f32_avx2, false, false},
     {"q4_0 avx512", KT_TYPE_Q4_0, kt_vec_dot_q4_0_q8_0_avx512, true, false},
     {"q8_0 avx512", KT_TYPE_Q8_0, kt_vec_dot_q8_0_q8_0_avx512, true, false},
     {"q4_K avx512", KT_TYPE_Q4_K, kt_vec_dot_q4_K_q8_K_avx512, true, true},
     {"q6_K avx512", KT_TYPE_Q6_K, kt_vec_dot_q6_K_q8_K_avx512, true, true},
     {"f16 avx512", KT_TYPE_F16, kt_vec_dot_f16_avx512, true, false},
+    {"f32 avx512", KT_TYPE_F32, kt_vec_dot_f32_avx512, true, false},
 };
 
 static bool have_avx2(void) {
@@ -55,7 +57,7 @@ static void make_weights(enum kt_type t, float *x, void *q, int64_t n, bool raw,
     const struct kt_type_traits *tr = kt_get_type_traits(t);
     for (int64_t j = 0; j < n; j++) x[j] = gauss(s) * (j % 64 < 32 ? 1.0f : 0.05f) + (j % 3 ? 0.1f : 0.0f);
     tr->from_float_ref(x, q, n);
-    if (!raw || t == KT_TYPE_F16) return;
+    if (!raw || !tr->is_quantized) return;
     unsigned char *b = q;
     const size_t bytes = kt_row_size(t, n);
     for (size_t k = 0; k < bytes; k++) b[k] = (unsigned char)tu_rand_u64(s);
@@ -128,6 +130,7 @@ static void test_quantizers(void) {
     static const struct { enum kt_type t; kt_from_float_fn fn; const char *name; } qs[] = {
         {KT_TYPE_Q8_0, kt_quantize_row_q8_0_avx2, "q8_0 avx2"},
         {KT_TYPE_Q8_K, kt_quantize_row_q8_K_avx2, "q8_K avx2"},
+        {KT_TYPE_F16, kt_fp32_to_fp16_row_avx2, "f16 avx2"},
     };
     enum { N = 4096 };
     float *x = malloc(N * sizeof(float));
@@ -137,13 +140,20 @@ static void test_quantizers(void) {
         int bad = 0;
         for (int rep = 0; rep < 300; rep++) {
             for (int j = 0; j < N; j++) {
-                switch (rep % 6) {
+                switch (rep % 7) {
                 case 0: x[j] = gauss(&s); break;
                 case 1: x[j] = (float)((int)(tu_rand_u64(&s) % 255) - 127) * 0.5f; break; /* exact halves: ties */
                 case 2: x[j] = (j % 7 == 0) ? 0.0f : gauss(&s) * 1e-30f; break;
                 case 3: x[j] = (j / 32) % 2 ? 0.0f : gauss(&s) * 1e20f; break; /* zero blocks too */
                 case 4: x[j] = (j % 2 ? -1.0f : 1.0f) * (float)(j % 13); break; /* +-max ties in a block */
-                default: x[j] = gauss(&s) * (float)(1 + j % 5); break;
+                case 5: x[j] = gauss(&s) * (float)(1 + j % 5); break;
+                default: { /* any bit pattern: NaN, inf, subnormals, fp16 overflow and ties */
+                    uint32_t u = (uint32_t)tu_rand_u64(&s);
+                    if (j % 3 == 0) u = (u & 0x807fffffu) | ((uint32_t)(96 + u % 48) << 23); /* near fp16 range */
+                    memcpy(&x[j], &u, 4);
+                    /* quantizers with a block scale need finite input */
+                    if (qs[k].t != KT_TYPE_F16 && !isfinite(x[j])) x[j] = 1.0f;
+                }
                 }
             }
             const size_t bytes = kt_row_size(qs[k].t, N);
@@ -171,7 +181,11 @@ static void test_dispatch(void) {
         CHECKF(ok, "%s: dispatch returned another type's kernel", kt_type_name(types[i]));
     }
     CHECK(kt_cpu_from_float(KT_TYPE_Q8_0) != NULL && kt_cpu_from_float(KT_TYPE_Q8_K) != NULL);
-    if (have_avx512()) CHECK(kt_cpu_vec_dot(KT_TYPE_Q4_K) == kt_vec_dot_q4_K_q8_K_avx512);
+    if (have_avx512() && !getenv("KT_CPU_ISA")) CHECK(kt_cpu_vec_dot(KT_TYPE_Q4_K) == kt_vec_dot_q4_K_q8_K_avx512);
+    const char *f = kt_cpu_features();
+    printf("  cpu features: %s\n", f);
+    CHECK(f && f[0] && (strstr(f, "avx2") != NULL) == (bool)__builtin_cpu_supports("avx2"));
+    CHECK((strstr(f, "avx512vnni") != NULL) == (bool)__builtin_cpu_supports("avx512vnni"));
 }
 
 int main(void) {

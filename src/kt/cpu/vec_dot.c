@@ -3,7 +3,10 @@
  * engine uses per type: the best ISA variant this CPU runs (vec_dot_avx512.c,
  * vec_dot_avx2.c), else the reference kernels of the type traits table.
  * Environment KT_CPU_ISA=ref|avx2 caps the choice (for A/B runs and bisecting).
+ * Also kt_cpu_features(), the list of SIMD extensions found.
  */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -51,6 +54,7 @@ static const struct {
     {KT_TYPE_Q4_K, kt_vec_dot_q4_K_q8_K_avx2, kt_vec_dot_q4_K_q8_K_avx512},
     {KT_TYPE_Q6_K, kt_vec_dot_q6_K_q8_K_avx2, kt_vec_dot_q6_K_q8_K_avx512},
     {KT_TYPE_F16, kt_vec_dot_f16_avx2, kt_vec_dot_f16_avx512},
+    {KT_TYPE_F32, kt_vec_dot_f32_avx2, kt_vec_dot_f32_avx512},
 };
 
 static const struct {
@@ -59,6 +63,7 @@ static const struct {
 } quantizers[] = {
     {KT_TYPE_Q8_0, kt_quantize_row_q8_0_avx2},
     {KT_TYPE_Q8_K, kt_quantize_row_q8_K_avx2},
+    {KT_TYPE_F16, kt_fp32_to_fp16_row_avx2},
 };
 
 kt_vec_dot_fn kt_cpu_vec_dot(enum kt_type type) {
@@ -76,4 +81,38 @@ kt_from_float_fn kt_cpu_from_float(enum kt_type type) {
     for (size_t i = 0; i < sizeof quantizers / sizeof quantizers[0]; i++)
         if (quantizers[i].type == type && isa >= ISA_AVX2) return quantizers[i].avx2;
     return kt_get_type_traits(type)->from_float;
+}
+
+/* ------------------------------------------------------------------ feature string */
+
+static char features[128];
+static pthread_once_t features_once = PTHREAD_ONCE_INIT;
+
+static void add_feature(size_t *len, bool has, const char *name) {
+    if (has && *len < sizeof features)
+        *len += (size_t)snprintf(features + *len, sizeof features - *len, "%s%s", *len ? " " : "", name);
+}
+
+static void build_features(void) {
+    size_t len = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    unsigned a = 0, b, c, d; /* AVX512_BF16: CPUID leaf 7 sub-leaf 1, EAX bit 5 */
+    const bool bf16 = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+    add_feature(&len, __builtin_cpu_supports("avx512f"), "avx512f");
+    add_feature(&len, __builtin_cpu_supports("avx512bw"), "avx512bw");
+    add_feature(&len, __builtin_cpu_supports("avx512vl"), "avx512vl");
+    add_feature(&len, __builtin_cpu_supports("avx512dq"), "avx512dq");
+    add_feature(&len, __builtin_cpu_supports("avx512vnni"), "avx512vnni");
+    add_feature(&len, bf16, "avx512bf16");
+    add_feature(&len, __builtin_cpu_supports("avx2"), "avx2");
+    add_feature(&len, __builtin_cpu_supports("fma"), "fma");
+    add_feature(&len, has_f16c(), "f16c");
+#endif
+    if (len == 0) snprintf(features, sizeof features, "none");
+}
+
+const char *kt_cpu_features(void) {
+    pthread_once(&features_once, build_features);
+    return features;
 }

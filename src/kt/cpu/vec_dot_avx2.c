@@ -160,7 +160,38 @@ void kt_vec_dot_f16_avx2(int64_t n, float *restrict s, const void *restrict vx, 
     *s = sum;
 }
 
+/* ------------------------------------------------------------------ F32 */
+
+void kt_vec_dot_f32_avx2(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const float *x = vx, *y = vy;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * k), _mm256_loadu_ps(y + i + 8 * k), acc[k]);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; i++) sum += x[i] * y[i];
+    *s = sum;
+}
+
 /* ------------------------------------------------------------------ activation quantizers */
+
+/* F16C rounds to nearest even like kt_fp32_to_fp16; only NaN payloads differ,
+ * so groups holding a NaN take the scalar path. */
+void kt_fp32_to_fp16_row_avx2(const float *restrict x, void *restrict vy, int64_t n) {
+    kt_fp16_t *y = vy;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) {
+            for (int k = 0; k < 8; k++) y[i + k] = kt_f2h(x[i + k]);
+            continue;
+        }
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    for (; i < n; i++) y[i] = kt_f2h(x[i]);
+}
+
 
 static inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
 

@@ -182,3 +182,18 @@ void kt_vec_dot_f16_avx512(int64_t n, float *restrict s, const void *restrict vx
     for (; i < n; i++) sum += h2f(x[i]) * h2f(y[i]);
     *s = sum;
 }
+
+/* ------------------------------------------------------------------ F32 */
+
+void kt_vec_dot_f32_avx512(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const float *x = vx, *y = vy;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), acc1);
+    }
+    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    for (; i < n; i++) sum += x[i] * y[i];
+    *s = sum;
+}

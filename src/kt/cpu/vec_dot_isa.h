@@ -19,8 +19,10 @@ void kt_vec_dot_q8_0_q8_0_avx2(int64_t n, float *restrict s, const void *restric
 void kt_vec_dot_q4_K_q8_K_avx2(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 void kt_vec_dot_q6_K_q8_K_avx2(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 void kt_vec_dot_f16_avx2(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
+void kt_vec_dot_f32_avx2(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 void kt_quantize_row_q8_0_avx2(const float *restrict x, void *restrict y, int64_t n);
 void kt_quantize_row_q8_K_avx2(const float *restrict x, void *restrict y, int64_t n);
+void kt_fp32_to_fp16_row_avx2(const float *restrict x, void *restrict y, int64_t n);
 
 /* AVX-512 F/BW/VL + VNNI (vpdpbusd replaces the maddubs/madd pair) */
 void kt_vec_dot_q4_0_q8_0_avx512(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
@@ -28,5 +30,6 @@ void kt_vec_dot_q8_0_q8_0_avx512(int64_t n, float *restrict s, const void *restr
 void kt_vec_dot_q4_K_q8_K_avx512(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 void kt_vec_dot_q6_K_q8_K_avx512(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 void kt_vec_dot_f16_avx512(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
+void kt_vec_dot_f32_avx512(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 
 #endif
