@@ -75,6 +75,13 @@ void kt_vec_dot_q4_0_q8_0_avx2(int64_t n, float *restrict s, const void *restric
 
 /* ------------------------------------------------------------------ K-quant dots */
 
+/* sum over sub-blocks j of mn[j] * (bsums[2j] + bsums[2j+1]) */
+static inline int min_sum(const uint8_t mn[8], const int16_t *bsums) {
+    const __m128i m = _mm_loadl_epi64((const __m128i *)mn);
+    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m)); /* each min twice */
+    return hsum_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), m16));
+}
+
 void kt_vec_dot_q4_K_q8_K_avx2(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const kt_block_q4_K *x = vx;
     const kt_block_q8_K *y = vy;
@@ -82,11 +89,8 @@ void kt_vec_dot_q4_K_q8_K_avx2(int64_t n, float *restrict s, const void *restric
     float sum = 0.0f;
     for (int64_t i = 0; i < n / KT_QK_K; i++) {
         uint8_t sc[8], mn[8];
-        int msum = 0;
-        for (int j = 0; j < 8; j++) {
-            kt_k4_scale_min(j, x[i].scales, &sc[j], &mn[j]);
-            msum += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
-        }
+        kt_k4_unpack(x[i].scales, sc, mn);
+        const int msum = min_sum(mn, y[i].bsums);
         __m256i acc = _mm256_setzero_si256();
         for (int j = 0; j < 4; j++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * j));
@@ -114,8 +118,8 @@ void kt_vec_dot_q6_K_q8_K_avx2(int64_t n, float *restrict s, const void *restric
     for (int64_t i = 0; i < n / KT_QK_K; i++) {
         const int8_t *sc = x[i].scales;
         /* quants are stored +32: dot the unsigned values, subtract 32 * sum(scale * bsum) */
-        int osum = 0;
-        for (int j = 0; j < 16; j++) osum += sc[j] * y[i].bsums[j];
+        const int osum = hsum_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc)),
+                                                      _mm256_loadu_si256((const __m256i *)y[i].bsums)));
         __m256i acc = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
             const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));

@@ -103,11 +103,14 @@ void kt_vec_dot_q4_K_q8_K_avx512(int64_t n, float *restrict s, const void *restr
     float sum = 0.0f;
     for (int64_t i = 0; i < n / KT_QK_K; i++) {
         uint8_t sc[8], mn[8];
-        int msum = 0;
-        for (int j = 0; j < 8; j++) {
-            kt_k4_scale_min(j, x[i].scales, &sc[j], &mn[j]);
-            msum += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
-        }
+        kt_k4_unpack(x[i].scales, sc, mn);
+        /* sum of mn[j] * (bsums[2j] + bsums[2j+1]) */
+        const __m128i m = _mm_loadl_epi64((const __m128i *)mn);
+        const int msum = _mm512_mask_reduce_add_epi32(
+            0x00ff, _mm512_castsi256_si512(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums),
+                                                             _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m)))));
+        /* per 64 elements: int16 pair sums (quants 0..15 keep them small), then
+         * scaled and widened by one vpmaddwd; scale j for lanes 0..15, j+1 for 16..31 */
         __m512i acc = _mm512_setzero_si512();
         for (int j = 0; j < 4; j++) {
             /* 64 elements: low nibbles are sub-block 2j, high nibbles 2j+1, in y's order */
@@ -115,9 +118,8 @@ void kt_vec_dot_q4_K_q8_K_avx512(int64_t n, float *restrict s, const void *restr
             const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(qb, m4)),
                                                  _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4), 1);
             const __m512i yv = _mm512_loadu_si512((const void *)(y[i].qs + 64 * j));
-            const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, yv);
-            const __m512i scv = _mm512_inserti64x4(_mm512_set1_epi32(sc[2 * j]), _mm256_set1_epi32(sc[2 * j + 1]), 1);
-            acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(p, scv));
+            const __m512i scv = _mm512_inserti64x4(_mm512_set1_epi16(sc[2 * j]), _mm256_set1_epi16(sc[2 * j + 1]), 1);
+            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(q, yv), scv));
         }
         const int isum = _mm512_reduce_add_epi32(acc);
         sum += h2f(x[i].d) * y[i].d * (float)isum - h2f(x[i].dmin) * y[i].d * (float)msum;
@@ -134,8 +136,9 @@ void kt_vec_dot_q6_K_q8_K_avx512(int64_t n, float *restrict s, const void *restr
     float sum = 0.0f;
     for (int64_t i = 0; i < n / KT_QK_K; i++) {
         const int8_t *sc = x[i].scales;
-        int osum = 0;
-        for (int j = 0; j < 16; j++) osum += sc[j] * y[i].bsums[j];
+        const int osum = _mm512_mask_reduce_add_epi32(
+            0x00ff, _mm512_castsi256_si512(_mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc)),
+                                                             _mm256_loadu_si256((const __m256i *)y[i].bsums))));
         __m512i acc = _mm512_setzero_si512();
         for (int h = 0; h < 2; h++) {
             const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
