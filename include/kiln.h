@@ -220,6 +220,139 @@ bool kiln_kv_seq_cp(struct kiln_context *ctx, int32_t src, int32_t dst, int32_t 
 /* largest position of seq in the cache, -1 if none */
 int32_t kiln_kv_seq_pos_max(const struct kiln_context *ctx, int32_t seq);
 
+/* =========================================================================
+ * sampling: one row of logits -> one token, through a chain of stages
+ *
+ * Each stage works on a candidate list (token id, logit, probability) and
+ * either narrows/reshapes it (penalties, logit bias, top-k, typical-p, top-p,
+ * min-p, temperature) or selects one candidate (greedy, dist). The semantics
+ * are llama.cpp's (llama-sampler.cpp); the order is the order of _add calls.
+ *
+ *   struct kiln_sampler *s = kiln_sampler_chain_new();
+ *   kiln_sampler_chain_add(s, kiln_sampler_init_penalties(64, 1.1f, 0.0f, 0.0f));
+ *   kiln_sampler_chain_add(s, kiln_sampler_init_top_k(40));
+ *   kiln_sampler_chain_add(s, kiln_sampler_init_temp(0.8f));
+ *   kiln_sampler_chain_add(s, kiln_sampler_init_dist(1234));
+ *   ... (any call above returned false: kiln_sampler_last_error() says why)
+ *   for (;;) {
+ *       int32_t tok = kiln_sampler_sample(s, logits, n_vocab);
+ *       kiln_sampler_accept(s, tok);        // feeds the penalties' history
+ *       ...
+ *   }
+ *   kiln_sampler_free(s);
+ *
+ * or, with llama.cpp's default order and defaults:
+ *   struct kiln_sampling_params p = kiln_sampling_default_params();
+ *   p.temp = 0.7f; p.seed = 42;
+ *   struct kiln_sampler *s = kiln_sampler_from_params(&p);
+ *
+ * Reproducibility: the draw uses kiln's own PRNG (xoshiro256** seeded through
+ * splitmix64), a uniform double from the top 53 bits of one 64-bit output per
+ * sample, and kiln's own exp/log (no libm calls) with sums in a fixed order, so
+ * a seed gives the same tokens for the same logits on any IEEE-754 machine.
+ * Ties between equal logits are broken by the lower token id.
+ *
+ * A sampler is not thread-safe (it keeps history and scratch); use one per
+ * sequence. kiln_sampler_sample allocates its scratch (n_vocab entries) on the
+ * first call and reuses it afterwards.
+ * ========================================================================= */
+
+#define KILN_SEED_RANDOM 0xFFFFFFFFu /* dist seed: pick one from the clock */
+
+struct kiln_sampler;
+
+/* One candidate; data[i].p is filled by the stages that need probabilities. */
+struct kiln_token_prob {
+    int32_t id;
+    float logit;
+    float p;
+};
+struct kiln_candidates {
+    struct kiln_token_prob *data;
+    int64_t size;
+    int64_t selected; /* index into data set by greedy/dist; -1 before */
+    bool sorted;      /* data is in descending logit order */
+};
+
+struct kiln_logit_bias {
+    int32_t token;
+    float bias; /* added to the logit; -INFINITY bans the token */
+};
+
+/* Message of the last failed sampler call on this thread ("" if none). */
+const char *kiln_sampler_last_error(void);
+
+/* Stages. Each returns NULL (with kiln_sampler_last_error) on an invalid parameter. */
+struct kiln_sampler *kiln_sampler_init_greedy(void);            /* highest logit */
+struct kiln_sampler *kiln_sampler_init_dist(uint32_t seed);     /* draw from softmax of the candidates */
+struct kiln_sampler *kiln_sampler_init_temp(float temp);        /* logit /= temp; 0: keep only the max; < 0 rejected */
+struct kiln_sampler *kiln_sampler_init_top_k(int32_t k);        /* the k highest; 0: off; < 0 rejected */
+/* smallest prefix (by probability) whose cumulative probability >= p, at least min_keep; p in (0, 1], 1: off */
+struct kiln_sampler *kiln_sampler_init_top_p(float p, size_t min_keep);
+/* tokens with probability >= p * (max probability), at least min_keep; p in [0, 1], 0: off */
+struct kiln_sampler *kiln_sampler_init_min_p(float p, size_t min_keep);
+/* locally typical sampling: tokens ordered by |-log p - entropy|, kept until their
+ * cumulative probability exceeds p, at least min_keep; p in (0, 1], 1: off */
+struct kiln_sampler *kiln_sampler_init_typical(float p, size_t min_keep);
+/* Over the last last_n accepted tokens (0: off), for a token seen count > 0 times:
+ * logit /= repeat if logit > 0 else logit *= repeat (1: off), then
+ * logit -= count * freq + present. last_n <= 2^24, repeat > 0. */
+struct kiln_sampler *kiln_sampler_init_penalties(int32_t last_n, float repeat, float freq, float present);
+/* Adds bias[i].bias to the logit of bias[i].token (copied; tokens >= n_vocab are ignored when sampling). */
+struct kiln_sampler *kiln_sampler_init_logit_bias(size_t n, const struct kiln_logit_bias *bias);
+
+/* An empty chain; stages added run in order. */
+struct kiln_sampler *kiln_sampler_chain_new(void);
+/* Appends stage to chain and takes ownership of it in every case (freed on
+ * failure). stage may be NULL (a failed init): returns false, keeping that
+ * init's message, so kiln_sampler_chain_add(c, kiln_sampler_init_...(x)) checks both. */
+bool kiln_sampler_chain_add(struct kiln_sampler *chain, struct kiln_sampler *stage);
+int kiln_sampler_chain_n(const struct kiln_sampler *chain); /* number of stages (1 for a lone stage) */
+
+/* Sample one token from logits[0 .. n_vocab): NaN logits count as -INFINITY.
+ * Does not accept the token (call kiln_sampler_accept). Returns the token, or
+ * KILN_TOKEN_NULL (-1) when n_vocab is out of range (1 .. INT32_MAX), memory
+ * runs out, or no stage selected a token (the chain must end in greedy or dist). */
+int32_t kiln_sampler_sample(struct kiln_sampler *s, const float *logits, int64_t n_vocab);
+/* Run the stages on a caller's candidate list (tests, tools printing top tokens).
+ * False (with a message) only when scratch memory cannot be had. */
+bool kiln_sampler_apply(struct kiln_sampler *s, struct kiln_candidates *cand);
+/* Record a token as generated (or as part of the prompt) for the penalties. */
+void kiln_sampler_accept(struct kiln_sampler *s, int32_t token);
+/* Forget the history and restart every dist stage from its seed. */
+void kiln_sampler_reset(struct kiln_sampler *s);
+void kiln_sampler_free(struct kiln_sampler *s);
+/* Seed of the first dist stage (the chosen one when it was KILN_SEED_RANDOM);
+ * KILN_SEED_RANDOM when there is none. */
+uint32_t kiln_sampler_seed(const struct kiln_sampler *s);
+/* "penalties(last_n=64 repeat=1.100 freq=0.000 present=0.000) -> top-k(40) -> ...":
+ * bytes written (NUL-terminated), or -(needed including the NUL). */
+int64_t kiln_sampler_describe(const struct kiln_sampler *s, char *buf, size_t size);
+
+/* Everything kiln run/chat need, with llama.cpp's defaults. */
+struct kiln_sampling_params {
+    uint32_t seed;          /* KILN_SEED_RANDOM */
+    int32_t top_k;          /* 40; 0: off */
+    float top_p;            /* 0.95; 1: off */
+    float min_p;            /* 0.05; 0: off */
+    float typical_p;        /* 1.0 (off) */
+    float temp;             /* 0.8; 0: greedy; < 0 rejected */
+    size_t min_keep;        /* 0: top-p/min-p/typical keep at least this many */
+    int32_t penalty_last_n; /* 64; 0: off (tools map llama.cpp's -1 to n_ctx) */
+    float penalty_repeat;   /* 1.0 (off) */
+    float penalty_freq;     /* 0.0 (off) */
+    float penalty_present;  /* 0.0 (off) */
+    const struct kiln_logit_bias *logit_bias; /* copied */
+    size_t n_logit_bias;
+};
+struct kiln_sampling_params kiln_sampling_default_params(void);
+/* llama.cpp's default chain: logit bias, penalties, top-k, typical-p, top-p,
+ * min-p, temperature, dist; with temp == 0: logit bias, penalties, greedy.
+ * Stages that are off are left out. NULL with a message on an invalid parameter
+ * (top_k < 0, top_p outside (0, 1], min_p outside [0, 1], typical_p outside
+ * (0, 1], temp < 0 or not finite, penalty_last_n < 0, penalty_repeat <= 0, ...). */
+struct kiln_sampler *kiln_sampler_from_params(const struct kiln_sampling_params *params);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,851 @@
+/*
+ * sampling.c - the sampler chain: stages over a candidate list (penalties,
+ * logit bias, top-k, typical-p, top-p, min-p, temperature, greedy, dist) with
+ * llama.cpp's semantics, a seeded PRNG and exp/log of kiln's own so that a
+ * seed reproduces the same tokens on every machine.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kiln.h"
+
+/* ------------------------------------------------------------------ errors */
+
+static _Thread_local char samp_err[256];
+
+const char *kiln_sampler_last_error(void) { return samp_err; }
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+static void set_err(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(samp_err, sizeof samp_err, fmt, ap);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------------------ math
+ * libm's exp/log may differ in the last bit between platforms; the draw must
+ * not. These use only IEEE-754 +,-,*,/ (exact per the standard) and
+ * frexp/ldexp (exact), evaluated in a fixed order. Accuracy ~1e-15 relative. */
+
+static const double LN2_HI = 6.93147180369123816490e-01; /* high bits of ln 2, k*LN2_HI exact */
+static const double LN2_LO = 1.90821492927058770002e-10;
+static const double INV_LN2 = 1.44269504088896338700e+00;
+
+static double det_exp(double x) {
+    if (x != x) return x;
+    if (x < -745.2) return 0.0;
+    if (x > 709.7) return HUGE_VAL;
+    double k = floor(x * INV_LN2 + 0.5);
+    double r = (x - k * LN2_HI) - k * LN2_LO; /* |r| <= 0.35 */
+    /* Taylor series to r^14/14!: truncation below 1e-17 on that interval */
+    double t = 1.0;
+    for (int i = 14; i >= 1; i--) t = 1.0 + t * r / (double)i;
+    return ldexp(t, (int)k);
+}
+
+static double det_log(double x) {
+    if (!(x > 0.0)) return x == 0.0 ? -HUGE_VAL : NAN;
+    if (x == HUGE_VAL) return x;
+    int e;
+    double m = frexp(x, &e); /* x = m * 2^e, m in [0.5, 1) */
+    if (m < 0.70710678118654752440) {
+        m *= 2.0;
+        e--;
+    }
+    /* log(m) = 2 atanh(s), s = (m-1)/(m+1), |s| <= 0.172: series to s^25 */
+    double s = (m - 1.0) / (m + 1.0), s2 = s * s;
+    double t = 0.0;
+    for (int k = 25; k >= 3; k -= 2) t = (t + 1.0 / (double)k) * s2;
+    return 2.0 * s * (1.0 + t) + (double)e * LN2_HI + (double)e * LN2_LO;
+}
+
+/* ------------------------------------------------------------------ PRNG
+ * xoshiro256** (Blackman & Vigna 2018), state filled by splitmix64 from the seed. */
+
+struct rng {
+    uint64_t s[4];
+};
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void rng_seed(struct rng *r, uint64_t seed) {
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(struct rng *r) {
+    uint64_t *s = r->s;
+    uint64_t out = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return out;
+}
+
+/* uniform in [0, 1): the top 53 bits, exactly representable */
+static double rng_uniform(struct rng *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
+
+/* ------------------------------------------------------------------ candidates */
+
+/* Total order: higher logit first, then lower id; equal logits never compare
+ * equal, so every sort and selection here has one answer. */
+static bool better(const struct kiln_token_prob *a, const struct kiln_token_prob *b) {
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+static int cmp_desc(const void *pa, const void *pb) {
+    const struct kiln_token_prob *a = pa, *b = pb;
+    return better(a, b) ? -1 : better(b, a) ? 1 : 0;
+}
+
+static void sort_all(struct kiln_candidates *c) {
+    if (!c->sorted) qsort(c->data, (size_t)c->size, sizeof *c->data, cmp_desc);
+    c->sorted = true;
+}
+
+/* Min-heap on the total order (root = worst) over d[0 .. n). */
+static void sift_down(struct kiln_token_prob *d, int64_t n, int64_t i) {
+    for (;;) {
+        int64_t l = 2 * i + 1, w = i;
+        if (l < n && better(&d[w], &d[l])) w = l;
+        if (l + 1 < n && better(&d[w], &d[l + 1])) w = l + 1;
+        if (w == i) return;
+        struct kiln_token_prob t = d[i];
+        d[i] = d[w];
+        d[w] = t;
+        i = w;
+    }
+}
+
+/* Moves the k best of c to the front in descending order (the rest follow in
+ * no order): O(n log k) instead of a full sort of the vocabulary. */
+static void partial_sort(struct kiln_candidates *c, int64_t k) {
+    struct kiln_token_prob *d = c->data;
+    if (c->sorted || k <= 0) return;
+    if (k >= c->size) {
+        sort_all(c);
+        return;
+    }
+    for (int64_t i = k / 2 - 1; i >= 0; i--) sift_down(d, k, i);
+    for (int64_t i = k; i < c->size; i++) {
+        if (better(&d[i], &d[0])) {
+            struct kiln_token_prob t = d[0];
+            d[0] = d[i];
+            d[i] = t;
+            sift_down(d, k, 0);
+        }
+    }
+    for (int64_t m = k - 1; m > 0; m--) { /* worst goes last: descending */
+        struct kiln_token_prob t = d[0];
+        d[0] = d[m];
+        d[m] = t;
+        sift_down(d, m, 0);
+    }
+}
+
+static float max_logit(const struct kiln_candidates *c) {
+    if (c->sorted) return c->data[0].logit;
+    float m = -INFINITY;
+    for (int64_t i = 0; i < c->size; i++)
+        if (c->data[i].logit > m) m = c->data[i].logit;
+    return m;
+}
+
+/* p = softmax(logit) over the candidates; sum in double, in array order. When
+ * every logit is -inf there is nothing to prefer: uniform. */
+static void softmax(struct kiln_candidates *c) {
+    float m = max_logit(c);
+    if (m == -INFINITY) {
+        for (int64_t i = 0; i < c->size; i++) c->data[i].p = (float)(1.0 / (double)c->size);
+        return;
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < c->size; i++) {
+        double e = det_exp((double)c->data[i].logit - (double)m);
+        c->data[i].p = (float)e;
+        sum += e;
+    }
+    for (int64_t i = 0; i < c->size; i++) c->data[i].p = (float)((double)c->data[i].p / sum);
+}
+
+/* ------------------------------------------------------------------ stages */
+
+enum stage_kind {
+    ST_CHAIN,
+    ST_GREEDY,
+    ST_DIST,
+    ST_TEMP,
+    ST_TOP_K,
+    ST_TOP_P,
+    ST_MIN_P,
+    ST_TYPICAL,
+    ST_PENALTIES,
+    ST_LOGIT_BIAS,
+};
+
+struct scored {
+    double score;
+    int64_t idx;
+};
+
+struct kiln_sampler {
+    enum stage_kind kind;
+    /* parameters */
+    float f;         /* temp, p */
+    int32_t k;       /* top-k */
+    size_t min_keep;
+    uint32_t seed;   /* dist: the seed in use */
+    struct rng rng;
+    /* penalties: a ring of the last last_n accepted tokens */
+    int32_t last_n;
+    float repeat, freq, present;
+    int32_t *ring;
+    int64_t ring_n, ring_head;
+    int32_t *uniq; /* scratch: distinct tokens of the ring and their counts (2 * last_n) */
+    /* logit bias */
+    struct kiln_logit_bias *bias;
+    size_t n_bias;
+    /* chain */
+    struct kiln_sampler **stages;
+    int n_stages, cap_stages;
+    /* scratch of the object sample/apply was called on, grown, never shrunk */
+    struct kiln_token_prob *cand;
+    struct kiln_token_prob *tmp;
+    struct scored *keys;
+    int64_t cap;
+};
+
+struct work {
+    struct kiln_token_prob *tmp;
+    struct scored *keys;
+};
+
+static struct kiln_sampler *stage_new(enum stage_kind kind) {
+    struct kiln_sampler *s = calloc(1, sizeof *s);
+    if (!s) set_err("out of memory");
+    else s->kind = kind;
+    return s;
+}
+
+struct kiln_sampler *kiln_sampler_init_greedy(void) { return stage_new(ST_GREEDY); }
+
+static uint32_t clock_seed(void) {
+    struct timespec ts;
+    int local;
+    uint64_t x = 0;
+    if (timespec_get(&ts, TIME_UTC)) x = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    x ^= (uint64_t)(uintptr_t)&local; /* differs between processes started in the same tick */
+    uint32_t s = (uint32_t)(splitmix64(&x) >> 32);
+    return s == KILN_SEED_RANDOM ? 0 : s;
+}
+
+struct kiln_sampler *kiln_sampler_init_dist(uint32_t seed) {
+    struct kiln_sampler *s = stage_new(ST_DIST);
+    if (!s) return NULL;
+    s->seed = seed == KILN_SEED_RANDOM ? clock_seed() : seed;
+    rng_seed(&s->rng, s->seed);
+    return s;
+}
+
+struct kiln_sampler *kiln_sampler_init_temp(float temp) {
+    if (!(temp >= 0.0f) || isinf(temp)) {
+        set_err("temperature must be a finite number >= 0 (got %g)", (double)temp);
+        return NULL;
+    }
+    struct kiln_sampler *s = stage_new(ST_TEMP);
+    if (s) s->f = temp;
+    return s;
+}
+
+struct kiln_sampler *kiln_sampler_init_top_k(int32_t k) {
+    if (k < 0) {
+        set_err("top-k must be >= 0 (0: off), got %d", (int)k);
+        return NULL;
+    }
+    struct kiln_sampler *s = stage_new(ST_TOP_K);
+    if (s) s->k = k;
+    return s;
+}
+
+static struct kiln_sampler *p_stage(enum stage_kind kind, const char *name, float p, size_t min_keep, bool zero_ok) {
+    if (!(zero_ok ? p >= 0.0f : p > 0.0f) || !(p <= 1.0f)) {
+        set_err("%s must be in %s0, 1], got %g", name, zero_ok ? "[" : "(", (double)p);
+        return NULL;
+    }
+    struct kiln_sampler *s = stage_new(kind);
+    if (s) {
+        s->f = p;
+        s->min_keep = min_keep;
+    }
+    return s;
+}
+
+struct kiln_sampler *kiln_sampler_init_top_p(float p, size_t min_keep) {
+    return p_stage(ST_TOP_P, "top-p", p, min_keep, false);
+}
+struct kiln_sampler *kiln_sampler_init_min_p(float p, size_t min_keep) {
+    return p_stage(ST_MIN_P, "min-p", p, min_keep, true);
+}
+struct kiln_sampler *kiln_sampler_init_typical(float p, size_t min_keep) {
+    return p_stage(ST_TYPICAL, "typical-p", p, min_keep, false);
+}
+
+#define PENALTY_LAST_N_MAX (1 << 24)
+
+struct kiln_sampler *kiln_sampler_init_penalties(int32_t last_n, float repeat, float freq, float present) {
+    if (last_n < 0 || last_n > PENALTY_LAST_N_MAX) {
+        set_err("penalty window (last_n) must be in [0, %d], got %d", PENALTY_LAST_N_MAX, (int)last_n);
+        return NULL;
+    }
+    if (!(repeat > 0.0f) || isinf(repeat)) {
+        set_err("repeat penalty must be a finite number > 0 (1: off), got %g", (double)repeat);
+        return NULL;
+    }
+    if (!isfinite(freq) || !isfinite(present)) {
+        set_err("frequency/presence penalties must be finite (got %g, %g)", (double)freq, (double)present);
+        return NULL;
+    }
+    struct kiln_sampler *s = stage_new(ST_PENALTIES);
+    if (!s) return NULL;
+    s->last_n = last_n;
+    s->repeat = repeat;
+    s->freq = freq;
+    s->present = present;
+    if (last_n > 0) {
+        s->ring = malloc((size_t)last_n * sizeof *s->ring);
+        s->uniq = malloc((size_t)last_n * 2 * sizeof *s->uniq);
+        if (!s->ring || !s->uniq) {
+            kiln_sampler_free(s);
+            set_err("out of memory");
+            return NULL;
+        }
+    }
+    return s;
+}
+
+struct kiln_sampler *kiln_sampler_init_logit_bias(size_t n, const struct kiln_logit_bias *bias) {
+    if (n > 0 && !bias) {
+        set_err("logit bias: %zu entries but no array", n);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (bias[i].token < 0) {
+            set_err("logit bias: token id %d is negative", (int)bias[i].token);
+            return NULL;
+        }
+        if (isnan(bias[i].bias) || bias[i].bias == INFINITY) {
+            set_err("logit bias for token %d must be finite or -inf, got %g", (int)bias[i].token, (double)bias[i].bias);
+            return NULL;
+        }
+    }
+    struct kiln_sampler *s = stage_new(ST_LOGIT_BIAS);
+    if (!s) return NULL;
+    if (n > 0) {
+        s->bias = malloc(n * sizeof *s->bias);
+        if (!s->bias) {
+            kiln_sampler_free(s);
+            set_err("out of memory");
+            return NULL;
+        }
+        memcpy(s->bias, bias, n * sizeof *bias);
+    }
+    s->n_bias = n;
+    return s;
+}
+
+struct kiln_sampler *kiln_sampler_chain_new(void) { return stage_new(ST_CHAIN); }
+
+bool kiln_sampler_chain_add(struct kiln_sampler *chain, struct kiln_sampler *stage) {
+    if (!stage) return false; /* the failed init left its message */
+    if (!chain || chain->kind != ST_CHAIN) {
+        set_err("kiln_sampler_chain_add: not a chain");
+        kiln_sampler_free(stage);
+        return false;
+    }
+    if (chain->n_stages == chain->cap_stages) {
+        int cap = chain->cap_stages ? 2 * chain->cap_stages : 8;
+        struct kiln_sampler **st = realloc(chain->stages, (size_t)cap * sizeof *st);
+        if (!st) {
+            set_err("out of memory");
+            kiln_sampler_free(stage);
+            return false;
+        }
+        chain->stages = st;
+        chain->cap_stages = cap;
+    }
+    chain->stages[chain->n_stages++] = stage;
+    return true;
+}
+
+int kiln_sampler_chain_n(const struct kiln_sampler *s) {
+    if (!s) return 0;
+    return s->kind == ST_CHAIN ? s->n_stages : 1;
+}
+
+void kiln_sampler_free(struct kiln_sampler *s) {
+    if (!s) return;
+    for (int i = 0; i < s->n_stages; i++) kiln_sampler_free(s->stages[i]);
+    free(s->stages);
+    free(s->ring);
+    free(s->uniq);
+    free(s->bias);
+    free(s->cand);
+    free(s->tmp);
+    free(s->keys);
+    free(s);
+}
+
+/* ------------------------------------------------------------------ apply */
+
+static void apply_greedy(struct kiln_candidates *c) {
+    if (c->size <= 0) return;
+    int64_t best = 0;
+    for (int64_t i = 1; i < c->size; i++)
+        if (better(&c->data[i], &c->data[best])) best = i;
+    c->selected = best;
+}
+
+static void apply_dist(struct kiln_sampler *s, struct kiln_candidates *c) {
+    /* one PRNG output per sample whatever the list, so later draws stay aligned */
+    double u = rng_uniform(&s->rng);
+    if (c->size <= 0) return;
+    softmax(c);
+    double target = u, cum = 0.0;
+    /* the first candidate whose cumulative probability passes u; a token with
+     * p = 0 can never be it, as cum does not grow there */
+    c->selected = -1;
+    for (int64_t i = 0; i < c->size; i++) {
+        if (c->data[i].p <= 0.0f) continue;
+        cum += (double)c->data[i].p;
+        c->selected = i;
+        if (cum > target) break;
+    }
+    if (c->selected < 0) c->selected = 0;
+}
+
+static void apply_temp(float temp, struct kiln_candidates *c) {
+    if (c->size <= 0) return;
+    if (temp <= 0.0f) { /* keep the best logit only, as llama.cpp does for temp 0 */
+        int64_t best = 0;
+        for (int64_t i = 1; i < c->size; i++)
+            if (better(&c->data[i], &c->data[best])) best = i;
+        for (int64_t i = 0; i < c->size; i++)
+            if (i != best) c->data[i].logit = -INFINITY;
+        c->sorted = false;
+        return;
+    }
+    for (int64_t i = 0; i < c->size; i++) c->data[i].logit /= temp;
+}
+
+static void apply_top_k(int32_t k, struct kiln_candidates *c) {
+    if (k <= 0 || c->size <= 0) return;
+    int64_t kk = k < c->size ? k : c->size;
+    partial_sort(c, kk);
+    c->size = kk;
+    c->sorted = true;
+}
+
+static void apply_top_p(const struct kiln_sampler *s, struct kiln_candidates *c) {
+    if (s->f >= 1.0f || c->size <= 0) return;
+    softmax(c);
+    /* most of the mass sits in a few hundred tokens: sort those first and the
+     * rest only when they do not reach p */
+    int64_t k = c->size;
+    if (!c->sorted && c->size > 1024) {
+        k = 256;
+        partial_sort(c, k);
+    } else {
+        sort_all(c);
+    }
+    double cum = 0.0;
+    int64_t last = c->size;
+    for (int64_t i = 0; i < c->size; i++) {
+        cum += (double)c->data[i].p;
+        if (cum >= (double)s->f && (size_t)(i + 1) >= s->min_keep) {
+            last = i + 1;
+            break;
+        }
+        if (i == k - 1 && !c->sorted) { /* the tail sorts after the (sorted) best k */
+            qsort(c->data + k, (size_t)(c->size - k), sizeof *c->data, cmp_desc);
+            c->sorted = true;
+        }
+    }
+    c->size = last;
+    c->sorted = true;
+}
+
+static void apply_min_p(const struct kiln_sampler *s, struct kiln_candidates *c) {
+    if (s->f <= 0.0f || c->size <= 0) return;
+    /* p_i >= p * p_max  <=>  logit_i >= logit_max + log p */
+    double lim = (double)max_logit(c) + det_log((double)s->f);
+    size_t need = s->min_keep > 1 ? s->min_keep : 1;
+    if (!c->sorted) {
+        int64_t n = 0;
+        for (int64_t i = 0; i < c->size; i++) n += (double)c->data[i].logit >= lim;
+        if ((size_t)n >= need) { /* keep them in place, in their order */
+            int64_t j = 0;
+            for (int64_t i = 0; i < c->size; i++)
+                if ((double)c->data[i].logit >= lim) c->data[j++] = c->data[i];
+            c->size = j;
+            return;
+        }
+        sort_all(c);
+    }
+    int64_t i = 1;
+    while (i < c->size && ((double)c->data[i].logit >= lim || (size_t)i < need)) i++;
+    c->size = i;
+}
+
+static int cmp_scored(const void *pa, const void *pb) {
+    const struct scored *a = pa, *b = pb;
+    if (a->score != b->score) return a->score < b->score ? -1 : 1;
+    return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+static void apply_typical(const struct kiln_sampler *s, struct kiln_candidates *c, struct work *w) {
+    if (s->f >= 1.0f || c->size <= 0) return;
+    sort_all(c);
+    softmax(c);
+    /* entropy H = -sum p log p (0 log 0 = 0); a token is typical when its
+     * surprise -log p is close to H */
+    double h = 0.0;
+    for (int64_t i = 0; i < c->size; i++) {
+        double p = c->data[i].p;
+        if (p > 0.0) h -= p * det_log(p);
+    }
+    for (int64_t i = 0; i < c->size; i++) {
+        double p = c->data[i].p;
+        w->keys[i].score = p > 0.0 ? fabs(-det_log(p) - h) : HUGE_VAL;
+        w->keys[i].idx = i;
+    }
+    qsort(w->keys, (size_t)c->size, sizeof *w->keys, cmp_scored);
+    double cum = 0.0;
+    int64_t last = c->size;
+    for (int64_t i = 0; i < c->size; i++) {
+        cum += (double)c->data[w->keys[i].idx].p;
+        if (cum > (double)s->f && (size_t)(i + 1) >= s->min_keep) {
+            last = i + 1;
+            break;
+        }
+    }
+    for (int64_t i = 0; i < last; i++) w->tmp[i] = c->data[w->keys[i].idx];
+    memcpy(c->data, w->tmp, (size_t)last * sizeof *c->data);
+    c->size = last;
+    c->sorted = false;
+}
+
+/* Finds candidate id t: position t when the list is still in vocabulary order
+ * (the usual case, O(1)), else a scan. */
+static int64_t find_id(const struct kiln_candidates *c, int32_t t) {
+    if (t < c->size && c->data[t].id == t) return t;
+    for (int64_t i = 0; i < c->size; i++)
+        if (c->data[i].id == t) return i;
+    return -1;
+}
+
+static int cmp_i32(const void *pa, const void *pb) {
+    int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+    return (a > b) - (a < b);
+}
+
+static void penalize(const struct kiln_sampler *s, float *l, int32_t count) {
+    if (*l <= 0.0f) *l *= s->repeat;
+    else *l /= s->repeat;
+    *l -= (float)count * s->freq + s->present;
+}
+
+static void apply_penalties(struct kiln_sampler *s, struct kiln_candidates *c) {
+    if (s->ring_n == 0 || (s->repeat == 1.0f && s->freq == 0.0f && s->present == 0.0f)) return;
+    /* distinct tokens of the window with their counts, sorted by id */
+    int32_t *ids = s->uniq, *cnt = s->uniq + s->last_n;
+    memcpy(ids, s->ring, (size_t)s->ring_n * sizeof *ids);
+    qsort(ids, (size_t)s->ring_n, sizeof *ids, cmp_i32);
+    int64_t nu = 0;
+    for (int64_t i = 0; i < s->ring_n; i++) {
+        if (nu > 0 && ids[nu - 1] == ids[i]) {
+            cnt[nu - 1]++;
+        } else {
+            ids[nu] = ids[i];
+            cnt[nu++] = 1;
+        }
+    }
+    /* hits at their vocabulary position are the usual case (penalties run
+     * first); the rest (misses) are found in one pass over the candidates */
+    int64_t nmiss = 0;
+    for (int64_t u = 0; u < nu; u++) {
+        int32_t t = ids[u];
+        if (t < c->size && c->data[t].id == t) {
+            penalize(s, &c->data[t].logit, cnt[u]);
+        } else {
+            ids[nmiss] = t;
+            cnt[nmiss++] = cnt[u];
+        }
+    }
+    for (int64_t i = 0; nmiss > 0 && i < c->size; i++) {
+        const int32_t *hit = bsearch(&c->data[i].id, ids, (size_t)nmiss, sizeof *ids, cmp_i32);
+        if (hit) penalize(s, &c->data[i].logit, cnt[hit - ids]);
+    }
+    c->sorted = false;
+}
+
+static void apply_logit_bias(const struct kiln_sampler *s, struct kiln_candidates *c) {
+    for (size_t b = 0; b < s->n_bias; b++) {
+        int64_t i = find_id(c, s->bias[b].token);
+        if (i >= 0) c->data[i].logit += s->bias[b].bias;
+    }
+    if (s->n_bias) c->sorted = false;
+}
+
+static void apply_stage(struct kiln_sampler *s, struct kiln_candidates *c, struct work *w) {
+    switch (s->kind) {
+    case ST_CHAIN:
+        for (int i = 0; i < s->n_stages; i++) apply_stage(s->stages[i], c, w);
+        break;
+    case ST_GREEDY: apply_greedy(c); break;
+    case ST_DIST: apply_dist(s, c); break;
+    case ST_TEMP: apply_temp(s->f, c); break;
+    case ST_TOP_K: apply_top_k(s->k, c); break;
+    case ST_TOP_P: apply_top_p(s, c); break;
+    case ST_MIN_P: apply_min_p(s, c); break;
+    case ST_TYPICAL: apply_typical(s, c, w); break;
+    case ST_PENALTIES: apply_penalties(s, c); break;
+    case ST_LOGIT_BIAS: apply_logit_bias(s, c); break;
+    }
+}
+
+/* Scratch for n candidates on s, grown when needed. */
+static bool reserve(struct kiln_sampler *s, int64_t n) {
+    if (n <= s->cap) return true;
+    if ((uint64_t)n > SIZE_MAX / sizeof(struct scored)) {
+        set_err("too many candidates (%lld)", (long long)n);
+        return false;
+    }
+    struct kiln_token_prob *cand = malloc((size_t)n * sizeof *cand);
+    struct kiln_token_prob *tmp = malloc((size_t)n * sizeof *tmp);
+    struct scored *keys = malloc((size_t)n * sizeof *keys);
+    if (!cand || !tmp || !keys) {
+        free(cand);
+        free(tmp);
+        free(keys);
+        set_err("out of memory for %lld candidates", (long long)n);
+        return false;
+    }
+    free(s->cand);
+    free(s->tmp);
+    free(s->keys);
+    s->cand = cand;
+    s->tmp = tmp;
+    s->keys = keys;
+    s->cap = n;
+    return true;
+}
+
+bool kiln_sampler_apply(struct kiln_sampler *s, struct kiln_candidates *cand) {
+    if (!s || !cand || (cand->size > 0 && !cand->data) || cand->size < 0) {
+        set_err("kiln_sampler_apply: bad arguments");
+        return false;
+    }
+    if (!reserve(s, cand->size > 0 ? cand->size : 1)) return false;
+    struct work w = {s->tmp, s->keys};
+    apply_stage(s, cand, &w);
+    return true;
+}
+
+int32_t kiln_sampler_sample(struct kiln_sampler *s, const float *logits, int64_t n_vocab) {
+    if (!s || !logits) {
+        set_err("kiln_sampler_sample: no sampler or logits");
+        return KILN_TOKEN_NULL;
+    }
+    if (n_vocab < 1 || n_vocab > INT32_MAX) {
+        set_err("kiln_sampler_sample: n_vocab %lld out of range", (long long)n_vocab);
+        return KILN_TOKEN_NULL;
+    }
+    if (!reserve(s, n_vocab)) return KILN_TOKEN_NULL;
+    for (int64_t i = 0; i < n_vocab; i++) {
+        s->cand[i].id = (int32_t)i;
+        s->cand[i].logit = isnan(logits[i]) ? -INFINITY : logits[i];
+        s->cand[i].p = 0.0f;
+    }
+    struct kiln_candidates c = {s->cand, n_vocab, -1, false};
+    struct work w = {s->tmp, s->keys};
+    apply_stage(s, &c, &w);
+    if (c.selected < 0 || c.selected >= c.size) {
+        set_err("no token selected: the sampler chain must end with greedy or dist");
+        return KILN_TOKEN_NULL;
+    }
+    return c.data[c.selected].id;
+}
+
+void kiln_sampler_accept(struct kiln_sampler *s, int32_t token) {
+    if (!s || token < 0) return;
+    if (s->kind == ST_CHAIN) {
+        for (int i = 0; i < s->n_stages; i++) kiln_sampler_accept(s->stages[i], token);
+    } else if (s->kind == ST_PENALTIES && s->last_n > 0) {
+        s->ring[s->ring_head] = token;
+        s->ring_head = (s->ring_head + 1) % s->last_n;
+        if (s->ring_n < s->last_n) s->ring_n++;
+    }
+}
+
+void kiln_sampler_reset(struct kiln_sampler *s) {
+    if (!s) return;
+    for (int i = 0; i < s->n_stages; i++) kiln_sampler_reset(s->stages[i]);
+    s->ring_n = s->ring_head = 0;
+    if (s->kind == ST_DIST) rng_seed(&s->rng, s->seed);
+}
+
+uint32_t kiln_sampler_seed(const struct kiln_sampler *s) {
+    if (!s) return KILN_SEED_RANDOM;
+    if (s->kind == ST_DIST) return s->seed;
+    for (int i = 0; i < s->n_stages; i++) {
+        uint32_t seed = kiln_sampler_seed(s->stages[i]);
+        if (seed != KILN_SEED_RANDOM) return seed;
+    }
+    return KILN_SEED_RANDOM;
+}
+
+/* ------------------------------------------------------------------ describe */
+
+struct sbuf {
+    char *buf;
+    size_t size, len;
+};
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void sb_printf(struct sbuf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *at = b->len < b->size ? b->buf + b->len : NULL;
+    int n = vsnprintf(at, at ? b->size - b->len : 0, fmt, ap);
+    va_end(ap);
+    if (n > 0) b->len += (size_t)n;
+}
+
+static void describe(const struct kiln_sampler *s, struct sbuf *b) {
+    switch (s->kind) {
+    case ST_CHAIN:
+        for (int i = 0; i < s->n_stages; i++) {
+            if (i) sb_printf(b, " -> ");
+            describe(s->stages[i], b);
+        }
+        break;
+    case ST_GREEDY: sb_printf(b, "greedy"); break;
+    case ST_DIST: sb_printf(b, "dist(seed=%u)", (unsigned)s->seed); break;
+    case ST_TEMP: sb_printf(b, "temp(%.3f)", (double)s->f); break;
+    case ST_TOP_K: sb_printf(b, "top-k(%d)", (int)s->k); break;
+    case ST_TOP_P: sb_printf(b, "top-p(%.3f)", (double)s->f); break;
+    case ST_MIN_P: sb_printf(b, "min-p(%.3f)", (double)s->f); break;
+    case ST_TYPICAL: sb_printf(b, "typical(%.3f)", (double)s->f); break;
+    case ST_PENALTIES:
+        sb_printf(b, "penalties(last_n=%d repeat=%.3f freq=%.3f present=%.3f)", (int)s->last_n, (double)s->repeat,
+                  (double)s->freq, (double)s->present);
+        break;
+    case ST_LOGIT_BIAS: sb_printf(b, "logit-bias(%zu)", s->n_bias); break;
+    }
+}
+
+int64_t kiln_sampler_describe(const struct kiln_sampler *s, char *buf, size_t size) {
+    struct sbuf b = {buf, buf ? size : 0, 0};
+    if (b.size) buf[0] = '\0';
+    if (s) describe(s, &b);
+    if (b.len + 1 > b.size) return -(int64_t)(b.len + 1);
+    return (int64_t)b.len;
+}
+
+/* ------------------------------------------------------------------ params */
+
+struct kiln_sampling_params kiln_sampling_default_params(void) {
+    struct kiln_sampling_params p = {
+        .seed = KILN_SEED_RANDOM,
+        .top_k = 40,
+        .top_p = 0.95f,
+        .min_p = 0.05f,
+        .typical_p = 1.0f,
+        .temp = 0.8f,
+        .min_keep = 0,
+        .penalty_last_n = 64,
+        .penalty_repeat = 1.0f,
+        .penalty_freq = 0.0f,
+        .penalty_present = 0.0f,
+        .logit_bias = NULL,
+        .n_logit_bias = 0,
+    };
+    return p;
+}
+
+/* Every parameter through its stage's own check, in field order, so the
+ * message names the first bad one even for stages the chain leaves out. */
+static bool check_params(const struct kiln_sampling_params *p) {
+    struct kiln_sampler *t[] = {NULL};
+#define CHECK_STAGE(expr)                 \
+    do {                                  \
+        if (!(t[0] = (expr))) return false; \
+        kiln_sampler_free(t[0]);          \
+    } while (0)
+    CHECK_STAGE(kiln_sampler_init_top_k(p->top_k));
+    CHECK_STAGE(kiln_sampler_init_top_p(p->top_p, p->min_keep));
+    CHECK_STAGE(kiln_sampler_init_min_p(p->min_p, p->min_keep));
+    CHECK_STAGE(kiln_sampler_init_typical(p->typical_p, p->min_keep));
+    CHECK_STAGE(kiln_sampler_init_temp(p->temp));
+    CHECK_STAGE(kiln_sampler_init_penalties(0, p->penalty_repeat, p->penalty_freq, p->penalty_present));
+    CHECK_STAGE(kiln_sampler_init_logit_bias(p->n_logit_bias, p->logit_bias));
+#undef CHECK_STAGE
+    if (p->penalty_last_n < 0 || p->penalty_last_n > PENALTY_LAST_N_MAX) {
+        set_err("penalty window (last_n) must be in [0, %d], got %d", PENALTY_LAST_N_MAX, (int)p->penalty_last_n);
+        return false;
+    }
+    return true;
+}
+
+struct kiln_sampler *kiln_sampler_from_params(const struct kiln_sampling_params *p) {
+    if (!p) {
+        set_err("kiln_sampler_from_params: no parameters");
+        return NULL;
+    }
+    if (!check_params(p)) return NULL;
+    struct kiln_sampler *c = kiln_sampler_chain_new();
+    if (!c) return NULL;
+    bool penalties_on = p->penalty_last_n != 0 &&
+                        (p->penalty_repeat != 1.0f || p->penalty_freq != 0.0f || p->penalty_present != 0.0f);
+    bool ok = true;
+    if (p->n_logit_bias) ok = kiln_sampler_chain_add(c, kiln_sampler_init_logit_bias(p->n_logit_bias, p->logit_bias));
+    if (ok && penalties_on)
+        ok = kiln_sampler_chain_add(
+            c, kiln_sampler_init_penalties(p->penalty_last_n, p->penalty_repeat, p->penalty_freq, p->penalty_present));
+    if (ok && p->temp == 0.0f) {
+        ok = kiln_sampler_chain_add(c, kiln_sampler_init_greedy());
+    } else if (ok) {
+        if (ok && p->top_k > 0) ok = kiln_sampler_chain_add(c, kiln_sampler_init_top_k(p->top_k));
+        if (ok && p->typical_p < 1.0f)
+            ok = kiln_sampler_chain_add(c, kiln_sampler_init_typical(p->typical_p, p->min_keep));
+        if (ok && p->top_p < 1.0f) ok = kiln_sampler_chain_add(c, kiln_sampler_init_top_p(p->top_p, p->min_keep));
+        if (ok && p->min_p > 0.0f) ok = kiln_sampler_chain_add(c, kiln_sampler_init_min_p(p->min_p, p->min_keep));
+        if (ok) ok = kiln_sampler_chain_add(c, kiln_sampler_init_temp(p->temp));
+        if (ok) ok = kiln_sampler_chain_add(c, kiln_sampler_init_dist(p->seed));
+    }
+    if (!ok) {
+        kiln_sampler_free(c);
+        return NULL;
+    }
+    return c;
+}
