@@ -353,6 +353,194 @@ struct kiln_sampling_params kiln_sampling_default_params(void);
  * (0, 1], temp < 0 or not finite, penalty_last_n < 0, penalty_repeat <= 0, ...). */
 struct kiln_sampler *kiln_sampler_from_params(const struct kiln_sampling_params *params);
 
+/* =========================================================================
+ * chat templates: a conversation -> the prompt text a chat model expects
+ *
+ * kiln does not run Jinja. It recognises the family of a model's
+ * tokenizer.chat_template by the marker strings llama.cpp uses
+ * (llm_chat_detect_template) and renders that family natively, byte for byte
+ * as llama.cpp's llm_chat_apply_template does.
+ *
+ *   enum kiln_chat_template t = kiln_chat_template_detect(jinja_or_NULL);
+ *   // KILN_CHAT_UNKNOWN renders as ChatML (the fallback), so warn and go on
+ *   struct kiln_chat_msg msgs[] = {{"system", "Be brief."}, {"user", "Hi"}};
+ *   int64_t n = kiln_chat_apply(t, msgs, 2, true, buf, sizeof buf);
+ *   if (n < 0) ... -n bytes (with the NUL) were needed ...
+ *
+ * The rendered text holds no BOS unless the family writes one inside the
+ * history (llama2-sys-bos, monarch, gigachat...): tokenize it with
+ * add_special as the vocabulary says, parse_special = true.
+ * ========================================================================= */
+
+/* Enum values are not stored anywhere; new families go before _COUNT. */
+enum kiln_chat_template {
+    KILN_CHAT_UNKNOWN = 0, /* not recognised: rendered as ChatML */
+    KILN_CHAT_CHATML,
+    KILN_CHAT_LLAMA2,           /* [INST] ... [/INST], system as plain first line */
+    KILN_CHAT_LLAMA2_SYS,       /* with <<SYS>> */
+    KILN_CHAT_LLAMA2_SYS_BOS,   /* <s> before every later [INST] */
+    KILN_CHAT_LLAMA2_SYS_STRIP, /* contents trimmed */
+    KILN_CHAT_MISTRAL_V1,
+    KILN_CHAT_MISTRAL_V3,
+    KILN_CHAT_MISTRAL_V3_TEKKEN,
+    KILN_CHAT_MISTRAL_V7,
+    KILN_CHAT_MISTRAL_V7_TEKKEN,
+    KILN_CHAT_PHI3,
+    KILN_CHAT_PHI4,
+    KILN_CHAT_FALCON3,
+    KILN_CHAT_ZEPHYR,
+    KILN_CHAT_MONARCH,
+    KILN_CHAT_GEMMA,
+    KILN_CHAT_ORION,
+    KILN_CHAT_OPENCHAT,
+    KILN_CHAT_VICUNA,
+    KILN_CHAT_VICUNA_ORCA,
+    KILN_CHAT_DEEPSEEK,   /* deepseek-coder / deepseek-llm */
+    KILN_CHAT_DEEPSEEK2,
+    KILN_CHAT_DEEPSEEK3,
+    KILN_CHAT_DEEPSEEK_OCR,
+    KILN_CHAT_COMMAND_R,
+    KILN_CHAT_LLAMA3,
+    KILN_CHAT_CHATGLM3,
+    KILN_CHAT_CHATGLM4,
+    KILN_CHAT_GLMEDGE,
+    KILN_CHAT_MINICPM,
+    KILN_CHAT_EXAONE3,
+    KILN_CHAT_EXAONE4,
+    KILN_CHAT_EXAONE_MOE,
+    KILN_CHAT_RWKV_WORLD,
+    KILN_CHAT_GRANITE3,
+    KILN_CHAT_GRANITE4_0,
+    KILN_CHAT_GRANITE4_1,
+    KILN_CHAT_GIGACHAT,
+    KILN_CHAT_MEGREZ,
+    KILN_CHAT_YANDEX,
+    KILN_CHAT_BAILING,
+    KILN_CHAT_BAILING_THINK,
+    KILN_CHAT_BAILING2,
+    KILN_CHAT_LLAMA4,
+    KILN_CHAT_SMOLVLM,
+    KILN_CHAT_DOTS1,
+    KILN_CHAT_HUNYUAN_MOE,
+    KILN_CHAT_GPT_OSS,
+    KILN_CHAT_HUNYUAN_DENSE,
+    KILN_CHAT_HUNYUAN_VL,
+    KILN_CHAT_KIMI_K2,
+    KILN_CHAT_SEED_OSS,
+    KILN_CHAT_GROK2,
+    KILN_CHAT_PANGU_EMBED,
+    KILN_CHAT_SOLAR_OPEN,
+    KILN_CHAT_COUNT
+};
+
+struct kiln_chat_msg {
+    const char *role;    /* "system", "user", "assistant", others as the family allows */
+    const char *content; /* NUL-terminated UTF-8 */
+};
+
+/* Family of a Jinja chat template text (or of a family name, as llama.cpp
+ * accepts). KILN_CHAT_UNKNOWN for NULL, "" or no known marker. */
+enum kiln_chat_template kiln_chat_template_detect(const char *jinja);
+/* "chatml", "llama2", "llama3", "mistral-v7", "gemma", ... (llama.cpp's names, for
+ * --template NAME); KILN_CHAT_UNKNOWN for NULL or an unknown name. */
+enum kiln_chat_template kiln_chat_template_from_name(const char *name);
+/* Name of a family ("unknown" for KILN_CHAT_UNKNOWN or out of range). */
+const char *kiln_chat_template_name(enum kiln_chat_template t);
+/* Render msgs[0 .. n) in family t, then the assistant's opening when
+ * add_assistant (and the family has one). Returns the length written to buf
+ * (NUL-terminated), -(needed including the NUL) when size is too small (buf
+ * may be NULL then), KILN_ERR_INVALID for t out of range or a NULL role/content. */
+int64_t kiln_chat_apply(enum kiln_chat_template t, const struct kiln_chat_msg *msgs, size_t n, bool add_assistant,
+                        char *buf, size_t size);
+
+/* ================================================================== quantize
+ *
+ * Rewrite a GGUF model with its weights in another type, choosing each tensor's
+ * type as llama.cpp's quantizer does for the same file type (so the output has
+ * the same tensor types, and for the legacy types the same bytes): the output
+ * projection keeps more bits (Q6_K), the _S/_M/_L mixes give some attn_v and
+ * ffn_down layers more bits, rows that are not whole blocks fall back to a type
+ * that fits, 1-D tensors (norms) stay as they are. Metadata is kept, with
+ * general.file_type and general.quantization_version (2) set. Data streams
+ * through the writer (bounded memory) and the output appears only when complete.
+ */
+
+/* File types: llama.cpp's ids (written as general.file_type). */
+enum kiln_ftype {
+    KILN_FTYPE_ALL_F32 = 0,
+    KILN_FTYPE_MOSTLY_F16 = 1,
+    KILN_FTYPE_MOSTLY_Q4_0 = 2,
+    KILN_FTYPE_MOSTLY_Q4_1 = 3,
+    KILN_FTYPE_MOSTLY_Q8_0 = 7,
+    KILN_FTYPE_MOSTLY_Q5_0 = 8,
+    KILN_FTYPE_MOSTLY_Q5_1 = 9,
+    KILN_FTYPE_MOSTLY_Q2_K = 10,
+    KILN_FTYPE_MOSTLY_Q3_K_S = 11,
+    KILN_FTYPE_MOSTLY_Q3_K_M = 12,
+    KILN_FTYPE_MOSTLY_Q3_K_L = 13,
+    KILN_FTYPE_MOSTLY_Q4_K_S = 14,
+    KILN_FTYPE_MOSTLY_Q4_K_M = 15,
+    KILN_FTYPE_MOSTLY_Q5_K_S = 16,
+    KILN_FTYPE_MOSTLY_Q5_K_M = 17,
+    KILN_FTYPE_MOSTLY_Q6_K = 18,
+    KILN_FTYPE_MOSTLY_IQ4_NL = 25,
+    KILN_FTYPE_MOSTLY_IQ4_XS = 30,
+    KILN_FTYPE_MOSTLY_BF16 = 32,
+};
+
+/* "Q4_K_M", "q8_0", "F16" ... (case-insensitive; Q3_K/Q4_K/Q5_K mean the _M mix,
+ * as in llama-quantize). false if unknown. */
+bool kiln_ftype_from_name(const char *name, enum kiln_ftype *out);
+const char *kiln_ftype_name(enum kiln_ftype ftype); /* "Q4_K_M"; "?" if unknown */
+
+/* What kiln_quantize_file does with one tensor (for listings and warnings). */
+struct kiln_quantize_tensor {
+    const char *name;
+    int n_dims;
+    int64_t ne[KT_MAX_DIMS];
+    enum kt_type from, to;
+    bool requantized; /* from was already quantized: precision lost twice */
+};
+
+struct kiln_quantize_params {
+    enum kiln_ftype ftype;
+    int n_threads;          /* <= 0: 1; the bytes are the same for any count */
+    bool pure;              /* every quantizable tensor gets ftype's type (no mix) */
+    bool allow_requantize;  /* accept already-quantized inputs (dequantized first) */
+    kiln_progress_fn progress; /* fraction of output bytes written; false cancels */
+    void *progress_data;
+    /* Called once per tensor, in file order, before anything is written; may be NULL. */
+    void (*on_tensor)(const struct kiln_quantize_tensor *t, void *data);
+    void *on_tensor_data;
+};
+struct kiln_quantize_params kiln_quantize_default_params(void); /* Q8_0, 1 thread */
+
+/* Quantize the GGUF file in into out. false with a message in err (unreadable
+ * input, a tensor that is already quantized without allow_requantize, a tensor
+ * with NaN/Inf values, an unwritable output ...); out is then left untouched. */
+bool kiln_quantize_file(const char *in, const char *out, const struct kiln_quantize_params *p, char *err,
+                        size_t errlen);
+
+/* ================================================================== synth
+ *
+ * Deterministic synthetic llama models with random weights, for tests and
+ * benchmarks: the same preset, type and seed give the same bytes on any machine.
+ * Weights are streamed to the file (a 7B model is never held in memory).
+ */
+struct kiln_synth_params {
+    const char *preset;     /* "tiny", "tinyllama-1.1b", "llama-7b" */
+    enum kt_type type;      /* F32, F16, BF16, Q8_0, Q4_0 (quantized: llama.cpp's mix for that type) */
+    const char *vocab_path; /* GGUF file whose tokenizer.* keys to use, or NULL for a synthetic SPM vocab */
+    uint64_t seed;
+    int n_threads;          /* <= 0: 1; the bytes are the same for any count */
+    kiln_progress_fn progress;
+    void *progress_data;
+};
+struct kiln_synth_params kiln_synth_default_params(void); /* tiny, F16, seed 0 */
+/* Names of the presets, NULL-terminated. */
+const char *const *kiln_synth_presets(void);
+bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif
