@@ -4,6 +4,7 @@
  * swiglu = silu(src0) * src1. Every output element depends only on its inputs,
  * so results are the same for any thread count.
  */
+#include "ops_isa.h"
 #include "ops_util.h"
 
 /* GELU (tanh approximation): constants of the published formula,
@@ -115,13 +116,19 @@ static void unary(const struct kt_compute_params *p, struct kt_tensor *dst, enum
     kt_cpu_split_rows(p, kt_nrows(dst), &r0, &r1);
     const bool f32 = dst->type == KT_TYPE_F32 && a->type == KT_TYPE_F32 && dst->nb[0] == sizeof(float) &&
                      a->nb[0] == sizeof(float);
+    /* exp-bound rows go to the SIMD kernels when the CPU has them */
+    void (*simd)(int64_t, float *, const float *) = NULL;
+    if (f32 && (k == UN_SILU || k == UN_GELU) && kt_cpu_ops_use_avx512())
+        simd = k == UN_SILU ? kt_cpu_silu_row_avx512 : kt_cpu_gelu_row_avx512;
 
     for (int64_t ir = r0; ir < r1; ir++) {
         int64_t i1, i2, i3;
         kt_cpu_row_index(dst->ne, ir, &i1, &i2, &i3);
         char *d = kt_cpu_row_ptr(dst, i1, i2, i3);
         const char *x = kt_cpu_row_ptr(a, i1, i2, i3);
-        if (f32) {
+        if (simd) {
+            simd(ne0, (float *)d, (const float *)x);
+        } else if (f32) {
             un_row_f32(k, ne0, (float *)d, (const float *)x, s, b);
         } else {
             for (int64_t i0 = 0; i0 < ne0; i0++) {
@@ -148,6 +155,7 @@ void kt_cpu_swiglu(const struct kt_compute_params *p, struct kt_tensor *dst) {
     kt_cpu_split_rows(p, kt_nrows(dst), &r0, &r1);
     const bool f32 = dst->type == KT_TYPE_F32 && a->type == KT_TYPE_F32 && b->type == KT_TYPE_F32 &&
                      dst->nb[0] == sizeof(float) && a->nb[0] == sizeof(float) && b->nb[0] == sizeof(float);
+    const bool simd = f32 && kt_cpu_ops_use_avx512();
 
     for (int64_t ir = r0; ir < r1; ir++) {
         int64_t i1, i2, i3;
@@ -155,7 +163,9 @@ void kt_cpu_swiglu(const struct kt_compute_params *p, struct kt_tensor *dst) {
         char *d = kt_cpu_row_ptr(dst, i1, i2, i3);
         const char *x = kt_cpu_row_ptr(a, i1, i2, i3);
         const char *y = kt_cpu_row_ptr(b, i1, i2, i3);
-        if (f32) {
+        if (simd) {
+            kt_cpu_swiglu_row_avx512(ne0, (float *)d, (const float *)x, (const float *)y);
+        } else if (f32) {
             float *df = (float *)d;
             const float *xf = (const float *)x, *yf = (const float *)y;
             for (int64_t i0 = 0; i0 < ne0; i0++) df[i0] = silu_f(xf[i0]) * yf[i0];

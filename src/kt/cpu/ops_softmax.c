@@ -3,6 +3,7 @@
  * optional additive mask (F32/F16, broadcast over dims 2 and 3) and ALiBi
  * slopes per head, and diag_mask_inf (causal masking by -inf).
  */
+#include "ops_isa.h"
 #include "ops_util.h"
 
 /*
@@ -25,6 +26,9 @@ void kt_cpu_soft_max(const struct kt_compute_params *p, struct kt_tensor *dst) {
     const float scale = kt_get_op_param_f32(dst, 0);
     const float max_bias = kt_get_op_param_f32(dst, 1);
     const int64_t n = a->ne[0];
+    /* packed F32 rows (and a packed mask) take the SIMD row kernel when the CPU has it */
+    const bool simd = a->type == KT_TYPE_F32 && a->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float) &&
+                      (!mask || mask->nb[0] == kt_type_size(mask->type)) && kt_cpu_ops_use_avx512();
 
     int64_t r0, r1;
     kt_cpu_split_rows(p, kt_nrows(a), &r0, &r1);
@@ -35,6 +39,11 @@ void kt_cpu_soft_max(const struct kt_compute_params *p, struct kt_tensor *dst) {
         char *y = kt_cpu_row_ptr(dst, i1, i2, i3);
         const char *m = mask ? kt_cpu_row_ptr(mask, i1, i2 % mask->ne[2], i3 % mask->ne[3]) : NULL;
         const float slope = alibi_slope(max_bias, a->ne[2], i2);
+        if (simd) {
+            kt_cpu_soft_max_row_avx512(n, (float *)y, (const float *)x, m, mask && mask->type == KT_TYPE_F16, scale,
+                                       slope);
+            continue;
+        }
 
         /* pass 1: logits (kept in dst, which is F32) and their maximum */
         float vmax = -INFINITY;

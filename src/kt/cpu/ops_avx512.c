@@ -1,0 +1,108 @@
+/*
+ * ops_avx512.c - AVX-512 row kernels for the ops whose cost is exp(): softmax,
+ * silu, swiglu, gelu. A vector exp (range reduction + polynomial, about 1 ulp)
+ * replaces libm's scalar expf. Tails use masked loads, so every element of a
+ * row goes through the same arithmetic whatever the row length.
+ */
+#include <immintrin.h>
+#include <math.h>
+
+#include "ops_isa.h"
+
+/*
+ * e^x = 2^n * e^r with n = round(x / ln 2) and r = x - n ln 2 (ln 2 split in a
+ * high part exact in float and a low correction, so r keeps its accuracy), and
+ * e^r by its Taylor series to r^7 (|r| <= ln2/2: truncation below 1e-8).
+ * Inputs are clamped so -inf (masked logits) gives 0 and huge ones give +inf.
+ */
+static inline __m512 vexp(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+    x = _mm512_min_ps(x, _mm512_set1_ps(89.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-6f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+static inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
+
+/* x / (1 + e^-x): -0 for very negative x (e^-x = inf), x for large x */
+static inline __m512 vsilu(__m512 x) {
+    const __m512 e = vexp(_mm512_sub_ps(_mm512_setzero_ps(), x));
+    return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
+void kt_cpu_silu_row_avx512(int64_t n, float *y, const float *x) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = tail_mask(n - i);
+        _mm512_mask_storeu_ps(y + i, k, vsilu(_mm512_maskz_loadu_ps(k, x + i)));
+    }
+}
+
+void kt_cpu_swiglu_row_avx512(int64_t n, float *y, const float *x, const float *g) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = tail_mask(n - i);
+        const __m512 s = vsilu(_mm512_maskz_loadu_ps(k, x + i));
+        _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(k, g + i)));
+    }
+}
+
+/* 0.5 x (1 + tanh(z)) = x / (1 + e^(-2z)) with z = sqrt(2/pi) (x + 0.044715 x^3) */
+void kt_cpu_gelu_row_avx512(int64_t n, float *y, const float *x) {
+    const __m512 c2 = _mm512_set1_ps(-2.0f * 0.79788456080286535587989211986876f);
+    const __m512 a = _mm512_set1_ps(0.044715f);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = tail_mask(n - i);
+        const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+        const __m512 z = _mm512_mul_ps(v, _mm512_fmadd_ps(_mm512_mul_ps(a, v), v, _mm512_set1_ps(1.0f)));
+        const __m512 e = vexp(_mm512_mul_ps(c2, z));
+        _mm512_mask_storeu_ps(y + i, k, _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
+    }
+}
+
+void kt_cpu_soft_max_row_avx512(int64_t n, float *y, const float *x, const void *mask, bool mask_f16, float scale,
+                                float slope) {
+    const __m512 vs = _mm512_set1_ps(scale), vslope = _mm512_set1_ps(slope);
+    __m512 vmax = _mm512_set1_ps(-INFINITY);
+    /* pass 1: logits into y, and their maximum */
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = tail_mask(n - i);
+        __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), vs);
+        if (mask) {
+            const __m512 m = mask_f16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, (const uint16_t *)mask + i))
+                                      : _mm512_maskz_loadu_ps(k, (const float *)mask + i);
+            v = _mm512_add_ps(v, _mm512_mul_ps(vslope, m));
+        }
+        _mm512_mask_storeu_ps(y + i, k, v);
+        vmax = _mm512_mask_max_ps(vmax, k, vmax, v);
+    }
+    const float mx = _mm512_reduce_max_ps(vmax);
+    if (mx == -INFINITY) {
+        for (int64_t i = 0; i < n; i += 16) _mm512_mask_storeu_ps(y + i, tail_mask(n - i), _mm512_setzero_ps());
+        return;
+    }
+    /* pass 2: exponentials, summed in double (two accumulators of 8 lanes) */
+    const __m512 vm = _mm512_set1_ps(mx);
+    __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = tail_mask(n - i);
+        const __m512 e = _mm512_maskz_mov_ps(k, vexp(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, y + i), vm)));
+        _mm512_mask_storeu_ps(y + i, k, e);
+        s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    }
+    const __m512 inv = _mm512_set1_ps((float)(1.0 / _mm512_reduce_add_pd(_mm512_add_pd(s0, s1))));
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = tail_mask(n - i);
+        _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), inv));
+    }
+}

@@ -1,0 +1,39 @@
+/*
+ * ops_isa.h - SIMD row kernels for the exp-bound ops (soft_max, silu, swiglu,
+ * gelu), compiled per ISA (ops_avx512.c) and called only after
+ * kt_cpu_ops_use_avx512() says this CPU runs them. The scalar loops in
+ * ops_elem.c / ops_softmax.c are the reference they are tested against.
+ */
+#ifndef KT_CPU_OPS_ISA_H
+#define KT_CPU_OPS_ISA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* y = softmax(x*scale + slope*mask) over n elements; mask is NULL, F32 or F16 (mask_f16).
+ * A row whose every logit is -inf becomes zeros. y may alias x. */
+void kt_cpu_soft_max_row_avx512(int64_t n, float *y, const float *x, const void *mask, bool mask_f16, float scale,
+                                float slope);
+void kt_cpu_silu_row_avx512(int64_t n, float *y, const float *x);
+void kt_cpu_gelu_row_avx512(int64_t n, float *y, const float *x);
+void kt_cpu_swiglu_row_avx512(int64_t n, float *y, const float *x, const float *g);
+
+/* Whether the AVX-512 row kernels may run: the CPU has AVX-512F/DQ/BW/VL and the
+ * environment does not cap the ISA (KT_CPU_ISA=ref|avx2, as for the dot products).
+ * Asked once per kernel call: libgcc caches the CPU model. */
+static inline bool kt_cpu_ops_use_avx512(void) {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512dq") ||
+        !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl"))
+        return false;
+    const char *cap = getenv("KT_CPU_ISA");
+    return !(cap && (strcmp(cap, "ref") == 0 || strcmp(cap, "avx2") == 0));
+#else
+    return false;
+#endif
+}
+
+#endif
