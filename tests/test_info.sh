@@ -52,38 +52,50 @@ if [ ! -d "$shared/models" ]; then
   [ "$fails" -eq 0 ]; exit
 fi
 
+# one python run checks every file's JSON (python starts slowly on a loaded machine)
+n=0
 for f in "$shared"/models/*.gguf "$shared"/vocab/*.gguf; do
+  n=$((n + 1))
   check "$f --json" exit_is 0 "$kiln" info -m "$f" --json --tensors
-  check "$f json facts" python3 - "$tmp/out" "$f" <<'PY'
-import json, os, sys
-d = json.load(open(sys.argv[1]))
-name = os.path.basename(sys.argv[2])
-arch = d["architecture"]
-assert arch, "no architecture"
-assert d["n_tensors"] == len(d["tensors"])
-assert d["tokenizer"]["vocab_size"] > 1000 and d["tokenizer"]["model"]
-assert sum(t["count"] for t in d["tensor_types"].values()) == d["n_tensors"]
-assert sum(t["size"] for t in d["tensors"]) == d["tensor_bytes"]
-assert d["metadata"]["general.architecture"]["value"] == arch
-tok = d["metadata"]["tokenizer.ggml.tokens"]["value"]
-assert tok == {"type": "arr", "elem_type": "str", "n": d["tokenizer"]["vocab_size"]}, tok
-if name.startswith(("kjv", "qwen2-kjv")):
-    # ../shared/README.md: 4 layers, 256 wide, 8 heads, 4 KV heads, ff 768, context 512, 32000 tokens
-    h = d["hparams"]
-    want = {"block_count": 4, "embedding_length": 256, "attention.head_count": 8,
-            "attention.head_count_kv": 4, "feed_forward_length": 768, "context_length": 512}
-    for k, v in want.items():
-        assert h[arch + "." + k] == v, (k, h.get(arch + "." + k))
-    assert d["tokenizer"]["vocab_size"] == 32000
-    emb = [t for t in d["tensors"] if t["name"] == "token_embd.weight"][0]
-    assert emb["shape"] == [256, 32000], emb
-    assert d["data_offset"] % d["alignment"] == 0
-else:
-    assert d["n_tensors"] == 0 and d["tensor_bytes"] == 0
-PY
+  cp "$tmp/out" "$tmp/$n.json" && echo "$tmp/$n.json $f" >>"$tmp/list"
   check "$f text" exit_is 0 "$kiln" info -m "$f"
   check "$f text content" grep -q "^architecture: " "$tmp/out"
 done
+check "json facts" python3 - "$tmp/list" <<'PY'
+import json, os, sys
+bad = 0
+for line in open(sys.argv[1]):
+    jpath, path = line.split(" ", 1)
+    name = os.path.basename(path.strip())
+    try:
+        d = json.load(open(jpath))
+        arch = d["architecture"]
+        assert arch, "no architecture"
+        assert d["n_tensors"] == len(d["tensors"])
+        assert d["tokenizer"]["vocab_size"] > 1000 and d["tokenizer"]["model"]
+        assert sum(t["count"] for t in d["tensor_types"].values()) == d["n_tensors"]
+        assert sum(t["size"] for t in d["tensors"]) == d["tensor_bytes"]
+        assert d["metadata"]["general.architecture"]["value"] == arch
+        tok = d["metadata"]["tokenizer.ggml.tokens"]["value"]
+        assert tok == {"type": "arr", "elem_type": "str", "n": d["tokenizer"]["vocab_size"]}, tok
+        if name.startswith(("kjv", "qwen2-kjv")):
+            # ../shared/README.md: 4 layers, 256 wide, 8 heads, 4 KV heads, ff 768, context 512, 32000 tokens
+            h = d["hparams"]
+            want = {"block_count": 4, "embedding_length": 256, "attention.head_count": 8,
+                    "attention.head_count_kv": 4, "feed_forward_length": 768, "context_length": 512}
+            for k, v in want.items():
+                assert h[arch + "." + k] == v, (k, h.get(arch + "." + k))
+            assert d["tokenizer"]["vocab_size"] == 32000
+            emb = [t for t in d["tensors"] if t["name"] == "token_embd.weight"][0]
+            assert emb["shape"] == [256, 32000], emb
+            assert d["data_offset"] % d["alignment"] == 0
+        else:
+            assert d["n_tensors"] == 0 and d["tensor_bytes"] == 0
+    except Exception as e:
+        print("  %s: %r" % (name, e), file=sys.stderr)
+        bad += 1
+sys.exit(1 if bad else 0)
+PY
 
 # --dump against ggml's dequantized rows (../shared/reference/dequant)
 idx="$shared/reference/dequant/index.json"
