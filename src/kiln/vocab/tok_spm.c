@@ -8,6 +8,7 @@
 #include "vocab_impl.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 struct sym {
     int prev, next;
@@ -81,33 +82,25 @@ static bool try_add(const struct kiln_vocab *v, const char *text, const struct s
     return heap_push(h, b);
 }
 
-bool kv_tokenize_spm(const struct kiln_vocab *v, const char *text, size_t len, struct kv_ids *out) {
-    if (len == 0) return true;
-    struct sym *s = malloc(len * sizeof *s);
-    struct heap h = {0};
-    bool ok = s != NULL;
-    int n = 0;
-    for (size_t off = 0; ok && off < len;) {
-        size_t l = kv_utf8_len((unsigned char)text[off]);
-        if (l > len - off) l = len - off;
-        s[n] = (struct sym){n - 1, off + l == len ? -1 : n + 1, off, l};
-        off += l;
-        n++;
-    }
-    for (int i = 1; ok && i < n; i++) ok = try_add(v, text, s, i - 1, i, &h);
-    while (ok && h.n) {
-        struct bigram b = heap_pop(&h);
+/* Merge symbols s[lo..hi) (linked among themselves) and append their ids. */
+static bool merge_range(const struct kiln_vocab *v, const char *text, struct sym *s, int lo, int hi, struct heap *h,
+                        struct kv_ids *out) {
+    bool ok = true;
+    h->n = 0;
+    for (int i = lo + 1; ok && i < hi; i++) ok = try_add(v, text, s, i - 1, i, h);
+    while (ok && h->n) {
+        struct bigram b = heap_pop(h);
         struct sym *L = &s[b.left], *R = &s[b.right];
         if (L->n == 0 || R->n == 0 || L->n + R->n != b.size) continue; /* stale */
         L->n += R->n;
         R->n = 0;
         L->next = R->next;
         if (R->next >= 0) s[R->next].prev = b.left;
-        ok = try_add(v, text, s, L->prev, b.left, &h) && try_add(v, text, s, b.left, L->next, &h);
+        ok = try_add(v, text, s, L->prev, b.left, h) && try_add(v, text, s, b.left, L->next, h);
     }
     /* Every merged symbol is a token, so llama.cpp's re-segmentation through its
      * merge map reduces to: a token, or its bytes. */
-    for (int i = 0; ok && n > 0 && i != -1; i = s[i].next) {
+    for (int i = lo; ok && i != -1; i = s[i].next) {
         int32_t id = kv_find(v, text + s[i].off, s[i].n);
         if (id >= 0) {
             ok = kv_ids_push(out, id);
@@ -118,6 +111,47 @@ bool kv_tokenize_spm(const struct kiln_vocab *v, const char *text, size_t len, s
             if (bt < 0) bt = v->unk;
             if (bt >= 0) ok = kv_ids_push(out, bt);
         }
+    }
+    return ok;
+}
+
+bool kv_tokenize_spm(const struct kiln_vocab *v, const char *text, size_t len, struct kv_ids *out) {
+    /* The merge order is global (best score first), but when no token holds an
+     * ASCII byte followed by U+2581, no merge can cross from an ASCII symbol into
+     * a following "\u2581": the text splits there into runs that merge exactly as
+     * they would in one piece (ties stay leftmost-first), each with a small heap
+     * and symbol array. */
+    struct sym *s = NULL;
+    size_t cap = 0;
+    struct heap h = {0};
+    bool ok = true;
+    int n = 0;
+    for (size_t off = 0; ok && off < len;) {
+        size_t l = kv_utf8_len((unsigned char)text[off]);
+        if (l > len - off) l = len - off;
+        bool cut = n > 0 && v->spm_cut_before_space && l == 3 && !memcmp(text + off, "\xe2\x96\x81", 3) &&
+                   s[n - 1].n == 1 && !((unsigned char)text[s[n - 1].off] & 0x80);
+        if (cut) {
+            s[n - 1].next = -1;
+            ok = merge_range(v, text, s, 0, n, &h, out);
+            n = 0;
+        }
+        if ((size_t)n == cap) {
+            cap = cap ? cap * 2 : 256;
+            struct sym *q = realloc(s, cap * sizeof *q);
+            if (!q) {
+                ok = false;
+                break;
+            }
+            s = q;
+        }
+        s[n] = (struct sym){n - 1, n + 1, off, l};
+        off += l;
+        n++;
+    }
+    if (ok && n > 0) {
+        s[n - 1].next = -1;
+        ok = merge_range(v, text, s, 0, n, &h, out);
     }
     free(h.p);
     free(s);

@@ -128,6 +128,7 @@ struct kiln_vocab {
     bool add_bos, add_eos, add_sep, add_space_prefix, remove_extra_ws;
     bool escape_ws, clean_spaces, ignore_merges, byte_encode;
     bool wpm_lowercase, wpm_strip_accents;
+    bool spm_cut_before_space; /* no token has an ASCII byte followed by U+2581 */
 
     int32_t *eog; /* sorted */
     size_t n_eog;

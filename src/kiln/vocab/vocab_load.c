@@ -287,6 +287,14 @@ static bool load(struct loader *L, struct kiln_vocab *v) {
         return false;
 
     if (!load_tokens(L, v) || !kv_maps_build(v, L->err, L->errlen)) return false;
+    if (v->type == KILN_VOCAB_SPM) {
+        v->spm_cut_before_space = true;
+        for (int32_t id = 0; id < v->n_tokens && v->spm_cut_before_space; id++) {
+            const unsigned char *t = (const unsigned char *)kv_text(v, id);
+            for (uint32_t i = 1; i + 3 <= v->tok[id].text_len; i++)
+                if (t[i - 1] < 0x80 && t[i] == 0xe2 && t[i + 1] == 0x96 && t[i + 2] == 0x81) v->spm_cut_before_space = false;
+        }
+    }
     if (v->type == KILN_VOCAB_BPE && !load_merges(L, v, !(pre.len == 7 && !memcmp(pre.ptr, "kimi-k2", 7))))
         return false;
 
