@@ -59,9 +59,16 @@ static void binary(const struct kt_compute_params *p, struct kt_tensor *dst, enu
         const char *x = kt_cpu_row_ptr(a, i1, i2, i3);
         const char *y = kt_cpu_row_ptr(b, i1 % b->ne[1], i2 % b->ne[2], i3 % b->ne[3]);
         if (f32) {
-            /* src1's row repeats ne0/ne10 times along the row */
-            for (int64_t j = 0; j < ne0; j += ne10) {
-                bin_row_f32(k, ne10, (float *)d + j, (const float *)x + j, (const float *)y);
+            if (ne10 == 1) {
+                /* one value per row (a per-row scale or bias) */
+                float *df = (float *)d;
+                const float *xf = (const float *)x, yv = *(const float *)y;
+                for (int64_t i0 = 0; i0 < ne0; i0++) df[i0] = bin_apply(k, xf[i0], yv);
+            } else {
+                /* src1's row repeats ne0/ne10 times along the row */
+                for (int64_t j = 0; j < ne0; j += ne10) {
+                    bin_row_f32(k, ne10, (float *)d + j, (const float *)x + j, (const float *)y);
+                }
             }
         } else {
             for (int64_t i0 = 0; i0 < ne0; i0++) {
