@@ -60,8 +60,18 @@ static void test_read_crafted(void) {
     CHECK(gguf_size(g) == b.n);
     CHECK(gguf_base(g) == b.p);
 
-    uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32;
-    uint64_t u64; int64_t i64; float f32; double f64; bool bl; struct gguf_str s;
+    uint8_t u8;
+    int8_t i8;
+    uint16_t u16;
+    int16_t i16;
+    uint32_t u32;
+    int32_t i32;
+    uint64_t u64;
+    int64_t i64;
+    float f32;
+    double f64;
+    bool bl;
+    struct gguf_str s;
     CHECK(gguf_get_u8(g, "u8", &u8) && u8 == 200);
     CHECK(gguf_get_i8(g, "i8", &i8) && i8 == -128);
     CHECK(gguf_get_u16(g, "u16", &u16) && u16 == 0xf234);
@@ -88,7 +98,8 @@ static void test_read_crafted(void) {
     /* gguf_get_int takes every integer type, and nothing else */
     const char *ints[] = {"u8", "i8", "u16", "i16", "u32", "i32", "i64"};
     const int64_t want[] = {200, -128, 0xf234, -2, 4000000000ll, -7, INT64_MIN};
-    for (int i = 0; i < 7; i++) CHECKF(gguf_get_int(g, ints[i], &i64) && i64 == want[i], "get_int %s", ints[i]);
+    for (int i = 0; i < 7; i++)
+        CHECKF(gguf_get_int(g, ints[i], &i64) && i64 == want[i], "get_int %s", ints[i]);
     CHECK(!gguf_get_int(g, "u64", &i64)); /* UINT64_MAX does not fit */
     CHECK(!gguf_get_int(g, "f32", &i64));
     CHECK(!gguf_get_int(g, "bool", &i64));
@@ -190,7 +201,8 @@ static void test_round_trip(const char *dir) {
     CHECK(gguf_writer_set_u8(w, "u8", 250) && gguf_writer_set_i8(w, "i8", -100));
     CHECK(gguf_writer_set_u16(w, "u16", 65000) && gguf_writer_set_i16(w, "i16", -30000));
     CHECK(gguf_writer_set_u32(w, "u32", 7) && gguf_writer_set_i32(w, "i32", INT32_MIN));
-    CHECK(gguf_writer_set_u64(w, "u64", UINT64_MAX - 1) && gguf_writer_set_i64(w, "i64", -((int64_t)1 << 40)));
+    CHECK(gguf_writer_set_u64(w, "u64", UINT64_MAX - 1) &&
+          gguf_writer_set_i64(w, "i64", -((int64_t)1 << 40)));
     CHECK(gguf_writer_set_f32(w, "f32", -0.25f) && gguf_writer_set_f64(w, "f64", 1e300));
     CHECK(gguf_writer_set_bool(w, "bool", false));
     CHECK(gguf_writer_set_str(w, "str", "first"));
@@ -211,8 +223,8 @@ static void test_round_trip(const char *dir) {
     CHECK(!gguf_writer_set_alignment(w, 24));
 
     /* tensors of several types with recognisable bytes */
-    const enum kt_type types[] = {KT_TYPE_F32, KT_TYPE_F16, KT_TYPE_Q4_0, KT_TYPE_Q8_0, KT_TYPE_Q4_K,
-                                  KT_TYPE_Q6_K, KT_TYPE_BF16, KT_TYPE_I32, KT_TYPE_IQ4_NL};
+    const enum kt_type types[] = {KT_TYPE_F32,  KT_TYPE_F16,  KT_TYPE_Q4_0, KT_TYPE_Q8_0,  KT_TYPE_Q4_K,
+                                  KT_TYPE_Q6_K, KT_TYPE_BF16, KT_TYPE_I32,  KT_TYPE_IQ4_NL};
     enum { NT = sizeof types / sizeof types[0] };
     uint8_t *data[NT];
     int64_t shapes[NT][4];
@@ -226,7 +238,8 @@ static void test_round_trip(const char *dir) {
         for (size_t k = 0; k < size; k++) data[i][k] = (uint8_t)tu_rand_u64(&seed);
         char name[32];
         snprintf(name, sizeof name, "blk.%d.%s", i, kt_type_name(types[i]));
-        CHECKF(gguf_writer_add_tensor(w, name, types[i], n_dims, shapes[i], data[i]), "%s", gguf_writer_error(w));
+        CHECKF(gguf_writer_add_tensor(w, name, types[i], n_dims, shapes[i], data[i]), "%s",
+               gguf_writer_error(w));
     }
     /* refused tensors */
     int64_t bad_ne[2] = {33, 1};
@@ -244,8 +257,18 @@ static void test_round_trip(const char *dir) {
     struct gguf_file *g = gguf_open(path, err, sizeof err);
     CHECKF(g != NULL, "written file rejected: %s", err);
     if (!g) goto out;
-    uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32;
-    uint64_t u64; int64_t i64; float f32; double f64; bool bl; struct gguf_str s;
+    uint8_t u8;
+    int8_t i8;
+    uint16_t u16;
+    int16_t i16;
+    uint32_t u32;
+    int32_t i32;
+    uint64_t u64;
+    int64_t i64;
+    float f32;
+    double f64;
+    bool bl;
+    struct gguf_str s;
     CHECK(gguf_get_u8(g, "u8", &u8) && u8 == 250);
     CHECK(gguf_get_i8(g, "i8", &i8) && i8 == -100);
     CHECK(gguf_get_u16(g, "u16", &u16) && u16 == 65000);
@@ -262,9 +285,11 @@ static void test_round_trip(const char *dir) {
     CHECK(gguf_get_str(g, "strn", &s) && s.len == 3 && memcmp(s.ptr, "a\0b", 3) == 0);
     CHECK(gguf_get_str(g, "empty", &s) && s.len == 0);
     float fb[4];
-    CHECK(gguf_arr_copy(g, gguf_find_key(g, "arr.f32"), GGUF_TYPE_FLOAT32, fb, 4) && !memcmp(fa, fb, sizeof fa));
+    CHECK(gguf_arr_copy(g, gguf_find_key(g, "arr.f32"), GGUF_TYPE_FLOAT32, fb, 4) &&
+          !memcmp(fa, fb, sizeof fa));
     uint64_t ub[2];
-    CHECK(gguf_arr_copy(g, gguf_find_key(g, "arr.u64"), GGUF_TYPE_UINT64, ub, 2) && !memcmp(ua, ub, sizeof ua));
+    CHECK(gguf_arr_copy(g, gguf_find_key(g, "arr.u64"), GGUF_TYPE_UINT64, ub, 2) &&
+          !memcmp(ua, ub, sizeof ua));
     int64_t ki = gguf_find_key(g, "arr.i8");
     CHECK(gguf_arr_type(g, ki) == GGUF_TYPE_INT8 && gguf_arr_get_int(g, ki, 0, &i64) && i64 == -1);
     CHECK(gguf_arr_get_int(g, ki, 2, &i64) && i64 == 127);
@@ -307,7 +332,8 @@ static void test_round_trip(const char *dir) {
             size_t na, nb;
             const void *va = gguf_kv_data(src, i, &na), *vb = gguf_kv_data(cp, i, &nb);
             CHECKF(gguf_kv_type(src, i) == gguf_kv_type(cp, i) && na == nb && !memcmp(va, vb, na) &&
-                       gguf_arr_type(src, i) == gguf_arr_type(cp, i) && gguf_arr_n(src, i) == gguf_arr_n(cp, i),
+                       gguf_arr_type(src, i) == gguf_arr_type(cp, i) &&
+                       gguf_arr_n(src, i) == gguf_arr_n(cp, i),
                    "copied key %lld differs", (long long)i);
         }
         CHECK(gguf_get_u8(cp, "u8", &u8) && u8 == 1);

@@ -199,7 +199,8 @@ static void test_tensors(void) {
     int64_t big[3] = {(int64_t)1 << 32, (int64_t)1 << 30, 4};
     at = begin(&b, 1);
     tb_tensor(&b, "t", 3, big, 0, 0);
-    expect_bad("element overflow", &b, "tensor 't': element count overflows at dimension 2", (long long)at + 13 + 16);
+    expect_bad("element overflow", &b, "tensor 't': element count overflows at dimension 2",
+               (long long)at + 13 + 16);
     int64_t bytes_big[2] = {(int64_t)1 << 61, 2}; /* 2^62 elements fit int64, 2^65 bytes of f64 do not */
     at = begin(&b, 1);
     tb_tensor(&b, "t", 2, bytes_big, 28 /* f64 */, 0);
@@ -217,7 +218,8 @@ static void test_tensors(void) {
     int64_t odd[2] = {33, 2};
     at = begin(&b, 1);
     tb_tensor(&b, "t", 2, odd, 2 /* q4_0 */, 0);
-    expect_bad("block size", &b, "row length 33 is not a multiple of q4_0's block size 32", (long long)at + 13 + 16);
+    expect_bad("block size", &b, "row length 33 is not a multiple of q4_0's block size 32",
+               (long long)at + 13 + 16);
     int64_t k_odd[2] = {128, 2};
     at = begin(&b, 1);
     tb_tensor(&b, "t", 2, k_odd, 12 /* q4_K */, 0);
@@ -225,13 +227,15 @@ static void test_tensors(void) {
 
     at = begin(&b, 1);
     tb_tensor(&b, "t", 2, ne_8x2, 0, 8);
-    expect_bad("misaligned", &b, "tensor 't': offset 8 is not a multiple of the alignment 32", (long long)at + 33);
+    expect_bad("misaligned", &b, "tensor 't': offset 8 is not a multiple of the alignment 32",
+               (long long)at + 33);
 
     /* data past the end: 8x2 f32 = 64 bytes, only 60 present */
     at = begin(&b, 1);
     tb_tensor(&b, "t", 2, ne_8x2, 0, 0);
     tb_pad(&b, 32), tb_fill(&b, 60, 0);
-    expect_bad("past end", &b, "tensor 't': data [0, 64) of the data section runs past the end", (long long)at + 33);
+    expect_bad("past end", &b, "tensor 't': data [0, 64) of the data section runs past the end",
+               (long long)at + 33);
     at = begin(&b, 2);
     tb_tensor(&b, "a", 2, ne_8x2, 0, 0);
     tb_tensor(&b, "b", 2, ne_8x2, 0, (uint64_t)1 << 63);

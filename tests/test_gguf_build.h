@@ -27,7 +27,9 @@ static void tb_bytes(struct tb *b, const void *p, size_t n) {
     if (n) memcpy(b->p + b->n, p, n);
     b->n += n;
 }
-static void tb_u8(struct tb *b, uint8_t v) { tb_bytes(b, &v, 1); }
+static void tb_u8(struct tb *b, uint8_t v) {
+    tb_bytes(b, &v, 1);
+}
 static void tb_u32(struct tb *b, uint32_t v) {
     uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
     tb_bytes(b, x, 4);

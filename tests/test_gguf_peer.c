@@ -44,7 +44,7 @@ int main(void) {
     struct gguf_str strs[2] = {{"a", 1}, {"", 0}};
     gguf_writer_set_arr_str(w, "t.arr_str", strs, 2);
     CHECK(gguf_writer_set_alignment(w, 64));
-    const enum kt_type types[] = {KT_TYPE_F32, KT_TYPE_F16, KT_TYPE_BF16, KT_TYPE_Q4_0, KT_TYPE_Q5_1,
+    const enum kt_type types[] = {KT_TYPE_F32,  KT_TYPE_F16,  KT_TYPE_BF16, KT_TYPE_Q4_0,   KT_TYPE_Q5_1,
                                   KT_TYPE_Q8_0, KT_TYPE_Q2_K, KT_TYPE_Q6_K, KT_TYPE_IQ4_XS, KT_TYPE_I8};
     enum { NT = sizeof types / sizeof types[0] };
     void *data[NT];

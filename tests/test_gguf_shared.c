@@ -31,17 +31,20 @@ static int open_all(const char *dir, bool models) {
         struct gguf_str arch;
         CHECKF(gguf_get_str(g, "general.architecture", &arch), "%s: %s", path, gguf_error(g));
         int64_t tok = gguf_find_key(g, "tokenizer.ggml.tokens");
-        CHECKF(tok >= 0 && gguf_arr_type(g, tok) == GGUF_TYPE_STRING && gguf_arr_n(g, tok) > 1000, "%s tokens", path);
+        CHECKF(tok >= 0 && gguf_arr_type(g, tok) == GGUF_TYPE_STRING && gguf_arr_n(g, tok) > 1000,
+               "%s tokens", path);
         struct gguf_str s;
         CHECK(tok < 0 || gguf_arr_get_str(g, tok, gguf_arr_n(g, tok) - 1, &s));
         if (!models) {
             CHECKF(gguf_n_tensors(g) == 0, "%s: vocabulary file with tensors", path);
         } else {
-            /* ../shared/README.md: 4 layers, 256 wide, 8 heads, 4 KV heads, ff 768, context 512, 32000 tokens */
+            /* ../shared/README.md: 4 layers, 256 wide, 8 heads, 4 KV heads, ff 768, context 512, 32000 tokens
+             */
             char key[128];
             int64_t v;
-            const char *suffix[] = {"block_count", "embedding_length", "attention.head_count",
-                                    "attention.head_count_kv", "feed_forward_length", "context_length"};
+            const char *suffix[] = {"block_count",          "embedding_length",
+                                    "attention.head_count", "attention.head_count_kv",
+                                    "feed_forward_length",  "context_length"};
             const int64_t want[] = {4, 256, 8, 4, 768, 512};
             for (int k = 0; k < 6; k++) {
                 snprintf(key, sizeof key, "%.*s.%s", (int)arch.len, arch.ptr, suffix[k]);
@@ -81,7 +84,8 @@ static void test_rewrite(const char *src, const char *tmp) {
         const struct gguf_tensor_info *t = gguf_tensor(g, i);
         char name[KT_MAX_NAME];
         snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
-        CHECKF(gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data), "%s", gguf_writer_error(w));
+        CHECKF(gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data), "%s",
+               gguf_writer_error(w));
     }
     CHECKF(gguf_writer_write(w, tmp), "%s", gguf_writer_error(w));
     gguf_writer_free(w);

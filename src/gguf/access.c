@@ -12,9 +12,9 @@ static const struct {
     const char *name;
     size_t size;
 } value_types[GGUF_TYPE_COUNT] = {
-    [GGUF_TYPE_UINT8] = {"u8", 1},    [GGUF_TYPE_INT8] = {"i8", 1},     [GGUF_TYPE_UINT16] = {"u16", 2},
-    [GGUF_TYPE_INT16] = {"i16", 2},   [GGUF_TYPE_UINT32] = {"u32", 4},  [GGUF_TYPE_INT32] = {"i32", 4},
-    [GGUF_TYPE_FLOAT32] = {"f32", 4}, [GGUF_TYPE_BOOL] = {"bool", 1},   [GGUF_TYPE_STRING] = {"str", 0},
+    [GGUF_TYPE_UINT8] = {"u8", 1},    [GGUF_TYPE_INT8] = {"i8", 1},    [GGUF_TYPE_UINT16] = {"u16", 2},
+    [GGUF_TYPE_INT16] = {"i16", 2},   [GGUF_TYPE_UINT32] = {"u32", 4}, [GGUF_TYPE_INT32] = {"i32", 4},
+    [GGUF_TYPE_FLOAT32] = {"f32", 4}, [GGUF_TYPE_BOOL] = {"bool", 1},  [GGUF_TYPE_STRING] = {"str", 0},
     [GGUF_TYPE_ARRAY] = {"arr", 0},   [GGUF_TYPE_UINT64] = {"u64", 8}, [GGUF_TYPE_INT64] = {"i64", 8},
     [GGUF_TYPE_FLOAT64] = {"f64", 8},
 };
@@ -23,9 +23,13 @@ const char *gguf_type_name(enum gguf_type t) {
     return (unsigned)t < GGUF_TYPE_COUNT ? value_types[t].name : "?";
 }
 
-size_t gguf_scalar_size(enum gguf_type t) { return (unsigned)t < GGUF_TYPE_COUNT ? value_types[t].size : 0; }
+size_t gguf_scalar_size(enum gguf_type t) {
+    return (unsigned)t < GGUF_TYPE_COUNT ? value_types[t].size : 0;
+}
 
-struct gguf_str gguf_kv_name_of(const void *ctx, int64_t i) { return ((const struct gguf_kv *)ctx)[i].key; }
+struct gguf_str gguf_kv_name_of(const void *ctx, int64_t i) {
+    return ((const struct gguf_kv *)ctx)[i].key;
+}
 struct gguf_str gguf_tensor_name_of(const void *ctx, int64_t i) {
     return ((const struct gguf_tensor_info *)ctx)[i].name;
 }
@@ -39,16 +43,30 @@ static bool set_err(const struct gguf_file *g, const char *fmt, ...) {
     return false;
 }
 
-uint32_t gguf_version(const struct gguf_file *g) { return g->version; }
-size_t gguf_alignment(const struct gguf_file *g) { return g->alignment; }
-size_t gguf_data_offset(const struct gguf_file *g) { return g->data_offset; }
-const void *gguf_base(const struct gguf_file *g) { return g->base; }
-size_t gguf_size(const struct gguf_file *g) { return g->size; }
-const char *gguf_error(const struct gguf_file *g) { return g->err; }
+uint32_t gguf_version(const struct gguf_file *g) {
+    return g->version;
+}
+size_t gguf_alignment(const struct gguf_file *g) {
+    return g->alignment;
+}
+size_t gguf_data_offset(const struct gguf_file *g) {
+    return g->data_offset;
+}
+const void *gguf_base(const struct gguf_file *g) {
+    return g->base;
+}
+size_t gguf_size(const struct gguf_file *g) {
+    return g->size;
+}
+const char *gguf_error(const struct gguf_file *g) {
+    return g->err;
+}
 
 /* ---- keys */
 
-int64_t gguf_n_kv(const struct gguf_file *g) { return g->n_kv; }
+int64_t gguf_n_kv(const struct gguf_file *g) {
+    return g->n_kv;
+}
 
 int64_t gguf_find_key(const struct gguf_file *g, const char *key) {
     if (!key) return -1;
@@ -98,16 +116,29 @@ static uint64_t load_le(const uint8_t *p, size_t n) {
 static bool decode_int(enum gguf_type t, const uint8_t *p, int64_t *out) {
     uint64_t u = load_le(p, gguf_scalar_size(t));
     switch (t) {
-    case GGUF_TYPE_UINT8: case GGUF_TYPE_UINT16: case GGUF_TYPE_UINT32: *out = (int64_t)u; return true;
-    case GGUF_TYPE_INT8: *out = (int8_t)(uint8_t)u; return true;
-    case GGUF_TYPE_INT16: *out = (int16_t)(uint16_t)u; return true;
-    case GGUF_TYPE_INT32: *out = (int32_t)(uint32_t)u; return true;
-    case GGUF_TYPE_INT64: *out = (int64_t)u; return true;
+    case GGUF_TYPE_UINT8:
+    case GGUF_TYPE_UINT16:
+    case GGUF_TYPE_UINT32:
+        *out = (int64_t)u;
+        return true;
+    case GGUF_TYPE_INT8:
+        *out = (int8_t)(uint8_t)u;
+        return true;
+    case GGUF_TYPE_INT16:
+        *out = (int16_t)(uint16_t)u;
+        return true;
+    case GGUF_TYPE_INT32:
+        *out = (int32_t)(uint32_t)u;
+        return true;
+    case GGUF_TYPE_INT64:
+        *out = (int64_t)u;
+        return true;
     case GGUF_TYPE_UINT64:
         if (u > (uint64_t)INT64_MAX) return false;
         *out = (int64_t)u;
         return true;
-    default: return false;
+    default:
+        return false;
     }
 }
 
@@ -144,15 +175,15 @@ static const uint8_t *typed(const struct gguf_file *g, const char *key, enum ggu
     return kv->val;
 }
 
-#define SCALAR_GETTER(fn, ctype, gtype)                                  \
-    bool fn(const struct gguf_file *g, const char *key, ctype *out) {  \
-        const uint8_t *p = typed(g, key, gtype);                         \
-        if (!p) return false;                                            \
-        uint64_t u = load_le(p, sizeof(ctype));                          \
-        ctype v;                                                         \
-        memcpy(&v, &u, sizeof v); /* little-endian host */               \
-        *out = v;                                                        \
-        return true;                                                     \
+#define SCALAR_GETTER(fn, ctype, gtype)                                                                      \
+    bool fn(const struct gguf_file *g, const char *key, ctype *out) {                                        \
+        const uint8_t *p = typed(g, key, gtype);                                                             \
+        if (!p) return false;                                                                                \
+        uint64_t u = load_le(p, sizeof(ctype));                                                              \
+        ctype v;                                                                                             \
+        memcpy(&v, &u, sizeof v); /* little-endian host */                                                   \
+        *out = v;                                                                                            \
+        return true;                                                                                         \
     }
 
 SCALAR_GETTER(gguf_get_u8, uint8_t, GGUF_TYPE_UINT8)
@@ -209,8 +240,8 @@ static const struct gguf_kv *array_elem(const struct gguf_file *g, int64_t i, ui
         return NULL;
     }
     if (kv->type != GGUF_TYPE_ARRAY) {
-        set_err(g, "key '%.*s' is %s, not an array", (int)(kv->key.len > 100 ? 100 : kv->key.len), kv->key.ptr,
-                gguf_type_name(kv->type));
+        set_err(g, "key '%.*s' is %s, not an array", (int)(kv->key.len > 100 ? 100 : kv->key.len),
+                kv->key.ptr, gguf_type_name(kv->type));
         return NULL;
     }
     if (idx >= kv->arr_n) {
@@ -239,8 +270,8 @@ bool gguf_arr_get_int(const struct gguf_file *g, int64_t i, uint64_t idx, int64_
     if (!kv) return false;
     size_t es = gguf_scalar_size(kv->arr_type);
     if (es == 0 || !decode_int(kv->arr_type, kv->val + idx * es, out)) {
-        if (kv->arr_type == GGUF_TYPE_UINT64) return set_err(g, "u64 element %llu does not fit in int64",
-                                                             (unsigned long long)idx);
+        if (kv->arr_type == GGUF_TYPE_UINT64)
+            return set_err(g, "u64 element %llu does not fit in int64", (unsigned long long)idx);
         return elem_type_err(g, kv, "integers");
     }
     return true;
@@ -250,26 +281,30 @@ bool gguf_arr_get_float(const struct gguf_file *g, int64_t i, uint64_t idx, doub
     const struct gguf_kv *kv = array_elem(g, i, idx);
     if (!kv) return false;
     size_t es = gguf_scalar_size(kv->arr_type);
-    if (es == 0 || !decode_float(kv->arr_type, kv->val + idx * es, out)) return elem_type_err(g, kv, "f32 or f64");
+    if (es == 0 || !decode_float(kv->arr_type, kv->val + idx * es, out))
+        return elem_type_err(g, kv, "f32 or f64");
     return true;
 }
 
 bool gguf_arr_copy(const struct gguf_file *g, int64_t i, enum gguf_type type, void *out, uint64_t n) {
     const struct gguf_kv *kv = kv_at(g, i);
-    if (!kv || kv->type != GGUF_TYPE_ARRAY)
-        return set_err(g, "key index %lld is not an array", (long long)i);
+    if (!kv || kv->type != GGUF_TYPE_ARRAY) return set_err(g, "key index %lld is not an array", (long long)i);
     if (kv->arr_type != type) return elem_type_err(g, kv, gguf_type_name(type));
     if (type == GGUF_TYPE_STRING || type == GGUF_TYPE_ARRAY)
-        return set_err(g, "gguf_arr_copy copies numeric arrays only (this one holds %s)", gguf_type_name(type));
+        return set_err(g, "gguf_arr_copy copies numeric arrays only (this one holds %s)",
+                       gguf_type_name(type));
     if (n != kv->arr_n)
-        return set_err(g, "array has %llu elements, not %llu", (unsigned long long)kv->arr_n, (unsigned long long)n);
+        return set_err(g, "array has %llu elements, not %llu", (unsigned long long)kv->arr_n,
+                       (unsigned long long)n);
     if (kv->val_size) memcpy(out, kv->val, kv->val_size); /* file and host are both little-endian */
     return true;
 }
 
 /* ---- tensors */
 
-int64_t gguf_n_tensors(const struct gguf_file *g) { return g->n_tensors; }
+int64_t gguf_n_tensors(const struct gguf_file *g) {
+    return g->n_tensors;
+}
 
 int64_t gguf_find_tensor(const struct gguf_file *g, const char *name) {
     if (!name) return -1;

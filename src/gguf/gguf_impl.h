@@ -34,8 +34,8 @@ struct gguf_index {
 struct gguf_file {
     const uint8_t *base;
     size_t size;
-    void *map;    /* mmap'ed region to munmap, or NULL */
-    void *owned;  /* read() fallback buffer to free, or NULL */
+    void *map;   /* mmap'ed region to munmap, or NULL */
+    void *owned; /* read() fallback buffer to free, or NULL */
     uint32_t version;
     size_t alignment;
     size_t data_offset;

@@ -41,7 +41,9 @@ static bool fail(struct cursor *c, size_t at, const char *fmt, ...) {
     return false;
 }
 
-static size_t left(const struct cursor *c) { return c->size - c->pos; }
+static size_t left(const struct cursor *c) {
+    return c->size - c->pos;
+}
 
 static bool need(struct cursor *c, size_t n, const char *what) {
     if (left(c) < n)
@@ -52,7 +54,9 @@ static bool need(struct cursor *c, size_t n, const char *what) {
 static uint32_t le32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
-static uint64_t le64(const uint8_t *p) { return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32; }
+static uint64_t le64(const uint8_t *p) {
+    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+}
 
 static bool rd_u32(struct cursor *c, uint32_t *v, const char *what) {
     if (!need(c, 4, what)) return false;
@@ -73,8 +77,8 @@ static bool rd_str(struct cursor *c, struct gguf_str *s, const char *what) {
     uint64_t len;
     if (!rd_u64(c, &len, what)) return false;
     if (len > left(c))
-        return fail(c, at, "%s length %llu exceeds the %zu bytes left in the file", what, (unsigned long long)len,
-                    left(c));
+        return fail(c, at, "%s length %llu exceeds the %zu bytes left in the file", what,
+                    (unsigned long long)len, left(c));
     s->ptr = (const char *)c->base + c->pos;
     s->len = len;
     c->pos += (size_t)len;
@@ -108,10 +112,11 @@ static bool grow(void **arr, size_t *cap, size_t i, size_t elem) {
 
 /* Validate one value of type t at the cursor and move past it. For a top-level
  * string array, strs (n elements) receives each element. */
-static bool parse_value(struct cursor *c, enum gguf_type t, int depth, const char *key, struct gguf_str *strs);
+static bool parse_value(struct cursor *c, enum gguf_type t, int depth, const char *key,
+                        struct gguf_str *strs);
 
-static bool parse_array(struct cursor *c, int depth, const char *key, enum gguf_type *elem_out, uint64_t *n_out,
-                        struct gguf_str **strs_out) {
+static bool parse_array(struct cursor *c, int depth, const char *key, enum gguf_type *elem_out,
+                        uint64_t *n_out, struct gguf_str **strs_out) {
     size_t at = c->pos;
     uint32_t et;
     uint64_t n;
@@ -124,7 +129,8 @@ static bool parse_array(struct cursor *c, int depth, const char *key, enum gguf_
     enum gguf_type e = (enum gguf_type)et;
     size_t min = e == GGUF_TYPE_STRING ? 8 : e == GGUF_TYPE_ARRAY ? ARRAY_HEADER_BYTES : gguf_scalar_size(e);
     if (n > left(c) / min)
-        return fail(c, n_at, "key '%s': array length %llu (%s, at least %zu bytes each) exceeds the %zu bytes left",
+        return fail(c, n_at,
+                    "key '%s': array length %llu (%s, at least %zu bytes each) exceeds the %zu bytes left",
                     key, (unsigned long long)n, gguf_type_name(e), min, left(c));
     if (elem_out) *elem_out = e;
     if (n_out) *n_out = n;
@@ -147,7 +153,8 @@ static bool parse_array(struct cursor *c, int depth, const char *key, enum gguf_
     return true;
 }
 
-static bool parse_value(struct cursor *c, enum gguf_type t, int depth, const char *key, struct gguf_str *str) {
+static bool parse_value(struct cursor *c, enum gguf_type t, int depth, const char *key,
+                        struct gguf_str *str) {
     switch (t) {
     case GGUF_TYPE_STRING: {
         struct gguf_str s;
@@ -155,7 +162,8 @@ static bool parse_value(struct cursor *c, enum gguf_type t, int depth, const cha
         if (str) *str = s;
         return true;
     }
-    case GGUF_TYPE_ARRAY: return parse_array(c, depth, key, NULL, NULL, NULL);
+    case GGUF_TYPE_ARRAY:
+        return parse_array(c, depth, key, NULL, NULL, NULL);
     default: {
         size_t n = gguf_scalar_size(t);
         if (n == 0) return fail(c, c->pos, "key '%s': unknown value type %d", key, (int)t);
@@ -183,7 +191,8 @@ static bool parse_header(struct gguf_file *g, struct cursor *c, uint64_t *n_tens
     if (!rd_u32(c, &g->version, "version")) return false;
     if (g->version != 2 && g->version != 3) {
         if (g->version == 1)
-            return fail(c, 4, "unsupported GGUF version 1 (the obsolete v1 layout; versions 2 and 3 are read)");
+            return fail(c, 4,
+                        "unsupported GGUF version 1 (the obsolete v1 layout; versions 2 and 3 are read)");
         if ((g->version & 0xffff) == 0)
             return fail(c, 4, "unsupported GGUF version %u (a big-endian file? versions 2 and 3 are read)",
                         g->version);
@@ -236,10 +245,12 @@ static bool parse_kvs(struct gguf_file *g, struct cursor *c, uint64_t n_kv) {
     if (!gguf_index_build(&g->kv_index, g->n_kv, gguf_kv_name_of, g->kv, &dup))
         return fail(c, c->pos, "out of memory for the key index");
     if (dup >= 0)
-        return fail(c, entry_at(g, g->kv[dup].key), "duplicate key '%s'", printable(g->kv[dup].key, name, sizeof name));
+        return fail(c, entry_at(g, g->kv[dup].key), "duplicate key '%s'",
+                    printable(g->kv[dup].key, name, sizeof name));
 
     g->alignment = GGUF_DEFAULT_ALIGNMENT;
-    int64_t ai = gguf_index_find(&g->kv_index, "general.alignment", strlen("general.alignment"), gguf_kv_name_of, g->kv);
+    int64_t ai = gguf_index_find(&g->kv_index, "general.alignment", strlen("general.alignment"),
+                                 gguf_kv_name_of, g->kv);
     if (ai >= 0) {
         const struct gguf_kv *kv = &g->kv[ai];
         size_t at = entry_at(g, kv->key);
@@ -262,8 +273,8 @@ static bool parse_tensor_info(struct gguf_file *g, struct cursor *c, struct gguf
     if (!rd_str(c, &t->name, "tensor name")) return false;
     printable(t->name, name, sizeof name);
     if (t->name.len >= KT_MAX_NAME)
-        return fail(c, at, "tensor name '%s' is %llu bytes (at most %d)", name, (unsigned long long)t->name.len,
-                    KT_MAX_NAME - 1);
+        return fail(c, at, "tensor name '%s' is %llu bytes (at most %d)", name,
+                    (unsigned long long)t->name.len, KT_MAX_NAME - 1);
     size_t dims_at = c->pos;
     uint32_t n_dims;
     if (!rd_u32(c, &n_dims, "tensor n_dims")) return false;
@@ -278,7 +289,8 @@ static bool parse_tensor_info(struct gguf_file *g, struct cursor *c, struct gguf
         uint64_t v;
         if (!rd_u64(c, &v, "tensor dimension")) return false;
         if (v == 0 || v > (uint64_t)INT64_MAX)
-            return fail(c, ne_at, "tensor '%s' dimension %d is %lld (must be positive)", name, j, (long long)v);
+            return fail(c, ne_at, "tensor '%s' dimension %d is %lld (must be positive)", name, j,
+                        (long long)v);
         t->ne[j] = (int64_t)v;
         if (nel > INT64_MAX / t->ne[j])
             return fail(c, ne_at, "tensor '%s': element count overflows at dimension %d", name, j);
@@ -292,8 +304,8 @@ static bool parse_tensor_info(struct gguf_file *g, struct cursor *c, struct gguf
     t->type = (enum kt_type)type;
     int64_t blck = kt_blck_size(t->type);
     if (blck <= 0 || t->ne[0] % blck != 0)
-        return fail(c, type_at, "tensor '%s': row length %lld is not a multiple of %s's block size %lld", name,
-                    (long long)t->ne[0], kt_type_name(t->type), (long long)blck);
+        return fail(c, type_at, "tensor '%s': row length %lld is not a multiple of %s's block size %lld",
+                    name, (long long)t->ne[0], kt_type_name(t->type), (long long)blck);
     uint64_t row = (uint64_t)(t->ne[0] / blck); /* blocks per row */
     size_t tsize = kt_type_size(t->type);
     uint64_t rows = (uint64_t)(nel / t->ne[0]);
@@ -345,8 +357,10 @@ static bool parse_tensors(struct gguf_file *g, struct cursor *c, uint64_t n_tens
         return true;
     }
     if (pad > left(c))
-        return fail(c, c->pos, "truncated: the data section would start at byte %zu, past the end of the file (%zu bytes)",
-                    c->pos + pad, c->size);
+        return fail(
+            c, c->pos,
+            "truncated: the data section would start at byte %zu, past the end of the file (%zu bytes)",
+            c->pos + pad, c->size);
     g->data_offset = c->pos + pad;
     size_t data_bytes = c->size - g->data_offset;
     for (int64_t i = 0; i < g->n_tensors; i++) {
@@ -392,7 +406,8 @@ static struct gguf_file *parse(const void *data, size_t size, char *err, size_t 
     g->alignment = GGUF_DEFAULT_ALIGNMENT;
     struct cursor c = {.base = data, .size = size, .pos = 0, .err = err, .errlen = errlen};
     uint64_t n_tensors, n_kv;
-    if (!parse_header(g, &c, &n_tensors, &n_kv) || !parse_kvs(g, &c, n_kv) || !parse_tensors(g, &c, n_tensors)) {
+    if (!parse_header(g, &c, &n_tensors, &n_kv) || !parse_kvs(g, &c, n_kv) ||
+        !parse_tensors(g, &c, n_tensors)) {
         gguf_close(g);
         return NULL;
     }
@@ -441,12 +456,13 @@ struct gguf_file *gguf_open(const char *path, char *err, size_t errlen) {
     struct stat st;
     void *map = NULL, *owned = NULL;
     size_t size = 0;
-    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    bool have_st = fstat(fd, &st) == 0;
+    if (have_st && S_ISDIR(st.st_mode)) {
         close(fd);
         gguf_fmt(err, errlen, "cannot open %s: is a directory", path);
         return NULL;
     }
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX) {
+    if (have_st && S_ISREG(st.st_mode) && st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX) {
         size = (size_t)st.st_size;
         map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (map == MAP_FAILED) map = NULL;

@@ -34,28 +34,36 @@ static void text_str(FILE *f, const char *s, uint64_t len, uint64_t max) {
     fputc('"', f);
     for (uint64_t i = 0; i < len && i < max; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c == '\n') fputs("\\n", f);
-        else if (c < 0x20 || c == 0x7f) fprintf(f, "\\x%02x", c);
-        else fputc(c, f);
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", f);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(f, "\\x%02x", c);
+        else
+            fputc(c, f);
     }
     fputc('"', f);
     if (len > max) fputs("...", f);
 }
 
 static void print_str(FILE *f, struct gguf_str s, bool json) {
-    if (json) tool_json_str(f, s.ptr, (size_t)s.len);
-    else text_str(f, s.ptr, s.len, 120);
+    if (json)
+        tool_json_str(f, s.ptr, (size_t)s.len);
+    else
+        text_str(f, s.ptr, s.len, 120);
 }
 
 static void print_double(FILE *f, double v, bool is_f32, bool json) {
-    if (json && !isfinite(v)) fputs("null", f); /* JSON has no NaN or infinity */
-    else fprintf(f, is_f32 ? "%.9g" : "%.17g", v);
+    if (json && !isfinite(v))
+        fputs("null", f); /* JSON has no NaN or infinity */
+    else
+        fprintf(f, is_f32 ? "%.9g" : "%.17g", v);
 }
 
 /* Element idx of array i, or the scalar value when idx is -1. */
-static void print_elem(FILE *f, const struct gguf_file *g, int64_t i, const char *key, enum gguf_type t, int64_t idx,
-                       bool json) {
+static void print_elem(FILE *f, const struct gguf_file *g, int64_t i, const char *key, enum gguf_type t,
+                       int64_t idx, bool json) {
     int64_t iv;
     double dv;
     struct gguf_str s;
@@ -92,9 +100,11 @@ static void print_value(FILE *f, const struct gguf_file *g, int64_t i, const cha
     enum gguf_type et = gguf_arr_type(g, i);
     uint64_t n = gguf_arr_n(g, i);
     if (et == GGUF_TYPE_ARRAY || n > (json ? JSON_ARRAY_MAX : TEXT_ARRAY_MAX)) {
-        if (json) fprintf(f, "{\"type\": \"arr\", \"elem_type\": \"%s\", \"n\": %llu}", gguf_type_name(et),
-                          (unsigned long long)n);
-        else fprintf(f, "[%s x %llu]", gguf_type_name(et), (unsigned long long)n);
+        if (json)
+            fprintf(f, "{\"type\": \"arr\", \"elem_type\": \"%s\", \"n\": %llu}", gguf_type_name(et),
+                    (unsigned long long)n);
+        else
+            fprintf(f, "[%s x %llu]", gguf_type_name(et), (unsigned long long)n);
         return;
     }
     fputc('[', f);
@@ -139,10 +149,14 @@ static bool is_hparam(const struct summary *s, struct gguf_str key) {
 }
 
 static void human_bytes(char *buf, size_t n, uint64_t b) {
-    if (b >= (1ull << 30)) snprintf(buf, n, "%.2f GiB", b / 1073741824.0);
-    else if (b >= (1ull << 20)) snprintf(buf, n, "%.2f MiB", b / 1048576.0);
-    else if (b >= 1024) snprintf(buf, n, "%.2f KiB", b / 1024.0);
-    else snprintf(buf, n, "%llu B", (unsigned long long)b);
+    if (b >= (1ull << 30))
+        snprintf(buf, n, "%.2f GiB", b / 1073741824.0);
+    else if (b >= (1ull << 20))
+        snprintf(buf, n, "%.2f MiB", b / 1048576.0);
+    else if (b >= 1024)
+        snprintf(buf, n, "%.2f KiB", b / 1024.0);
+    else
+        snprintf(buf, n, "%llu B", (unsigned long long)b);
 }
 
 /* A key as a C string for the getters (keys are counted strings in the file). */
@@ -172,14 +186,20 @@ static void print_text(FILE *f, const char *path, const struct gguf_file *g, con
     fprintf(f, "gguf version %u, %zu bytes, alignment %zu, data section at byte %zu\n", gguf_version(g),
             gguf_size(g), gguf_alignment(g), gguf_data_offset(g));
     fputs("architecture: ", f);
-    if (s->has_arch) print_str(f, s->arch, false);
-    else fputs("(none)", f);
+    if (s->has_arch)
+        print_str(f, s->arch, false);
+    else
+        fputs("(none)", f);
     fputs("\nname: ", f);
-    if (s->has_name) print_str(f, s->name, false);
-    else fputs("(none)", f);
+    if (s->has_name)
+        print_str(f, s->name, false);
+    else
+        fputs("(none)", f);
     fputs("\ntokenizer: ", f);
-    if (s->has_tok_model) print_str(f, s->tok_model, false);
-    else fputs("(none)", f);
+    if (s->has_tok_model)
+        print_str(f, s->tok_model, false);
+    else
+        fputs("(none)", f);
     if (s->vocab >= 0) fprintf(f, ", %lld tokens", (long long)s->vocab);
     fputs("\nhyper-parameters:\n", f);
     for (int64_t i = 0; i < gguf_n_kv(g); i++)
@@ -209,16 +229,18 @@ static void print_text(FILE *f, const char *path, const struct gguf_file *g, con
 }
 
 static void json_opt_str(FILE *f, bool has, struct gguf_str s) {
-    if (has) tool_json_str(f, s.ptr, (size_t)s.len);
-    else fputs("null", f);
+    if (has)
+        tool_json_str(f, s.ptr, (size_t)s.len);
+    else
+        fputs("null", f);
 }
 
 static void print_json(FILE *f, const char *path, const struct gguf_file *g, const struct summary *s,
                        bool tensors) {
     fputs("{\"file\": ", f);
     tool_json_str(f, path, strlen(path));
-    fprintf(f, ", \"version\": %u, \"file_size\": %zu, \"alignment\": %zu, \"data_offset\": %zu", gguf_version(g),
-            gguf_size(g), gguf_alignment(g), gguf_data_offset(g));
+    fprintf(f, ", \"version\": %u, \"file_size\": %zu, \"alignment\": %zu, \"data_offset\": %zu",
+            gguf_version(g), gguf_size(g), gguf_alignment(g), gguf_data_offset(g));
     fputs(",\n \"architecture\": ", f);
     json_opt_str(f, s->has_arch, s->arch);
     fputs(", \"name\": ", f);
@@ -226,8 +248,10 @@ static void print_json(FILE *f, const char *path, const struct gguf_file *g, con
     fputs(",\n \"tokenizer\": {\"model\": ", f);
     json_opt_str(f, s->has_tok_model, s->tok_model);
     fputs(", \"vocab_size\": ", f);
-    if (s->vocab >= 0) fprintf(f, "%lld}", (long long)s->vocab);
-    else fputs("null}", f);
+    if (s->vocab >= 0)
+        fprintf(f, "%lld}", (long long)s->vocab);
+    else
+        fputs("null}", f);
     fputs(",\n \"hparams\": {", f);
     bool first = true;
     for (int64_t i = 0; i < gguf_n_kv(g); i++) {
@@ -249,8 +273,8 @@ static void print_json(FILE *f, const char *path, const struct gguf_file *g, con
     first = true;
     for (int t = 0; t < KT_TYPE_COUNT; t++) {
         if (!s->count[t]) continue;
-        fprintf(f, "%s\"%s\": {\"count\": %lld, \"bytes\": %llu}", first ? "" : ", ", kt_type_name((enum kt_type)t),
-                (long long)s->count[t], (unsigned long long)s->bytes[t]);
+        fprintf(f, "%s\"%s\": {\"count\": %lld, \"bytes\": %llu}", first ? "" : ", ",
+                kt_type_name((enum kt_type)t), (long long)s->count[t], (unsigned long long)s->bytes[t]);
         first = false;
     }
     fputs("},\n \"metadata\": {", f);
@@ -293,7 +317,8 @@ static int dump_tensor(const struct gguf_file *g, const char *path, const char *
     const struct gguf_tensor_info *t = gguf_tensor(g, ti);
     const struct kt_type_traits *tr = kt_get_type_traits(t->type);
     if (t->type != KT_TYPE_F32 && (!tr || !tr->to_float)) {
-        fprintf(stderr, "kiln %s: no dequantizer for type %s (tensor '%s')\n", CMD, kt_type_name(t->type), name);
+        fprintf(stderr, "kiln %s: no dequantizer for type %s (tensor '%s')\n", CMD, kt_type_name(t->type),
+                name);
         return EXIT_RUNTIME;
     }
     int64_t ne0 = t->ne[0], rows = t->ne[1] * t->ne[2] * t->ne[3];
@@ -309,8 +334,10 @@ static int dump_tensor(const struct gguf_file *g, const char *path, const char *
     bool ok = true;
     for (int64_t r = 0; ok && r < rows; r++) {
         const uint8_t *src = (const uint8_t *)t->data + (size_t)r * row_bytes;
-        if (t->type == KT_TYPE_F32) memcpy(buf, src, row_bytes); /* unaligned in the mapping: copy */
-        else tr->to_float(src, buf, ne0);
+        if (t->type == KT_TYPE_F32)
+            memcpy(buf, src, row_bytes); /* unaligned in the mapping: copy */
+        else
+            tr->to_float(src, buf, ne0);
         ok = fwrite(buf, sizeof *buf, (size_t)ne0, f) == (size_t)ne0;
     }
     ok = (fclose(f) == 0) && ok;
@@ -346,7 +373,8 @@ int cmd_info(int argc, char **argv) {
     }
     if (!model) return tool_usage_error(CMD, "-m FILE is required");
     if (!tensor != !dump) return tool_usage_error(CMD, "--tensor NAME and --dump OUT.f32 go together");
-    if (dump && (json || tensors)) return tool_usage_error(CMD, "--dump does not combine with --json or --tensors");
+    if (dump && (json || tensors))
+        return tool_usage_error(CMD, "--dump does not combine with --json or --tensors");
 
     char err[256];
     struct gguf_file *g = gguf_open(model, err, sizeof err);
@@ -360,8 +388,10 @@ int cmd_info(int argc, char **argv) {
     } else {
         struct summary s;
         summarize(g, &s);
-        if (json) print_json(stdout, model, g, &s, tensors);
-        else print_text(stdout, model, g, &s, tensors);
+        if (json)
+            print_json(stdout, model, g, &s, tensors);
+        else
+            print_text(stdout, model, g, &s, tensors);
         if (fflush(stdout) != 0) rc = EXIT_RUNTIME;
     }
     gguf_close(g);

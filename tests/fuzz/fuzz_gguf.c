@@ -19,8 +19,18 @@ static void walk_key(const struct gguf_file *g, int64_t i) {
     key[n] = 0;
     if (n == k.len && !memchr(key, 0, n) && gguf_find_key(g, key) != i) abort(); /* index must agree */
 
-    uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32;
-    uint64_t u64; int64_t i64; float f32; double f64; bool b; struct gguf_str s;
+    uint8_t u8;
+    int8_t i8;
+    uint16_t u16;
+    int16_t i16;
+    uint32_t u32;
+    int32_t i32;
+    uint64_t u64;
+    int64_t i64;
+    float f32;
+    double f64;
+    bool b;
+    struct gguf_str s;
     sink += gguf_get_u8(g, key, &u8) + gguf_get_i8(g, key, &i8) + gguf_get_u16(g, key, &u16) +
             gguf_get_i16(g, key, &i16) + gguf_get_u32(g, key, &u32) + gguf_get_i32(g, key, &i32) +
             gguf_get_u64(g, key, &u64) + gguf_get_i64(g, key, &i64) + gguf_get_f32(g, key, &f32) +
