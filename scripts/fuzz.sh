@@ -85,6 +85,8 @@ for path in sys.argv[2:]:
 PY
 echo "seeds: $(ls "$seeds" | wc -l) files in $seeds"
 
+# -timeout is generous: on a loaded machine a nice 19 process can be starved for
+# seconds (a first run reported 10 s "timeouts" on inputs that parse in 1 us).
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-nice -n 19 "$build"/fuzz_gguf -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
+nice -n 19 "$build"/fuzz_gguf -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -timeout=120 \
   -print_final_stats=1 -artifact_prefix="$arts/" "$corpus" "$seeds"
