@@ -160,6 +160,14 @@ static void test_read_crafted(void) {
     CHECK(t && ((const uint8_t *)t->data)[0] == 100);
     CHECK(gguf_find_tensor(g, "blk.0") == -1 && gguf_tensor(g, 2) == NULL && gguf_tensor(g, -1) == NULL);
     gguf_close(g);
+
+    /* version 2 has the same layout (u64 counts and lengths) */
+    b.p[4] = 2;
+    g = gguf_open_memory(b.p, b.n, err, sizeof err);
+    CHECKF(g != NULL, "v2 file rejected: %s", err);
+    CHECK(g && gguf_version(g) == 2 && gguf_n_kv(g) == 17 && gguf_n_tensors(g) == 2);
+    CHECK(g && gguf_get_u32(g, "u32", &u32) && u32 == 4000000000u);
+    gguf_close(g);
     free(b.p);
 }
 
