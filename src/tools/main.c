@@ -24,6 +24,10 @@ static const struct kiln_cmd commands[] = {
     {"info", cmd_info, "describe a GGUF file (metadata, tensors); dump a tensor as float32"},
     {"tokenize", cmd_tokenize, "text to token ids (and pieces) with a model's vocabulary"},
     {"detokenize", cmd_detokenize, "token ids back to text"},
+    {"eval", cmd_eval, "evaluate a prompt in one batch: its tokens and (optionally) every position's logits"},
+    {"run", cmd_run, "generate text from a prompt"},
+    {"bench", cmd_bench, "prompt processing and generation speed, like llama-bench"},
+    {"perplexity", cmd_perplexity, "perplexity of a text file by llama.cpp's method"},
 };
 
 static void usage(FILE *f) {

@@ -126,6 +126,7 @@ struct range {
 
 struct pending {
     int n_w, n_r;
+    bool work; /* a node since the last barrier used the work buffer / chunk counter */
     struct range w[MAX_PENDING], r[MAX_PENDING];
 };
 
@@ -142,8 +143,10 @@ static bool overlaps(struct range a, const struct range *list, int n) {
 
 /* Whether node must wait for the nodes run since the last barrier. Deterministic
  * (every thread decides the same), conservative when the lists are full. */
-static bool needs_barrier(const struct pending *pd, const struct kt_tensor *node) {
+static bool needs_barrier(const struct pending *pd, const struct kt_tensor *node, bool uses_work) {
     if (pd->n_w == 0) return false;
+    /* the shared work buffer and chunk counter belong to one node at a time */
+    if (uses_work && pd->work) return true;
     if (pd->n_w >= MAX_PENDING || pd->n_r >= MAX_PENDING - KT_MAX_SRC) return true;
     struct range out = tensor_range(node);
     if (overlaps(out, pd->w, pd->n_w) || overlaps(out, pd->r, pd->n_r)) return true;
@@ -154,7 +157,8 @@ static bool needs_barrier(const struct pending *pd, const struct kt_tensor *node
     return false;
 }
 
-static void note_node(struct pending *pd, const struct kt_tensor *node) {
+static void note_node(struct pending *pd, const struct kt_tensor *node, bool uses_work) {
+    pd->work |= uses_work;
     if (pd->n_w < MAX_PENDING) pd->w[pd->n_w++] = tensor_range(node);
     for (int i = 0; i < KT_MAX_SRC; i++) {
         const struct kt_tensor *s = node->src[i];
@@ -173,11 +177,13 @@ static void run_graph(struct kt_threadpool *tp, int ith) {
         struct kt_tensor *node = gf->nodes[i];
         const struct kt_cpu_op *op = &kt_cpu_ops[node->op];
         if (!op->fn || kt_nelements(node) == 0) continue;
-        if (needs_barrier(&pd, node)) {
+        const bool uses_work = op->work_size != NULL;
+        if (needs_barrier(&pd, node, uses_work)) {
             if (ith == 0 && plan->abort_callback && plan->abort_callback(plan->abort_callback_data))
                 atomic_store(&tp->aborted, true);
             barrier(tp);
             pd.n_w = pd.n_r = 0;
+            pd.work = false;
             if (atomic_load(&tp->aborted)) return;
         }
         if (op->single_thread) {
@@ -190,7 +196,7 @@ static void run_graph(struct kt_threadpool *tp, int ith) {
         } else {
             op->fn(&params, node);
         }
-        note_node(&pd, node);
+        note_node(&pd, node, uses_work);
     }
     barrier(tp);
 }

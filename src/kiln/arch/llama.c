@@ -1,0 +1,103 @@
+/*
+ * llama.c - the llama graph (LLaMA 1/2/3, Mistral, TinyLlama, SmolLM, CodeLlama
+ * shapes, and qwen2, which adds q/k/v biases and NeoX RoPE), read top to bottom:
+ * embeddings; per layer RMSNorm, q/k/v projections, RoPE, the new k/v written
+ * into the cache, grouped-query attention over the cache, output projection
+ * and residual; RMSNorm, SwiGLU feed-forward and residual; final norm and the
+ * output projection of the rows whose logits are wanted.
+ *
+ * Key: T tokens in the batch, KV cells attended, D head dim, H heads, Hkv KV heads.
+ */
+#include "runtime.h"
+
+#include <math.h>
+
+static struct kt_tensor *attention(const struct kiln_graph_in *in, int il, struct kt_tensor *cur) {
+    struct kt_context *ctx = in->ctx;
+    const struct kiln_model *m = in->model;
+    const struct kiln_hparams *hp = &m->hp;
+    const struct kiln_layer *L = &m->layers[il];
+    const struct kiln_kv_cache *kv = &in->kctx->kv;
+    const int64_t T = in->n_tokens, D = hp->n_embd_head, H = hp->n_head, Hkv = hp->n_head_kv;
+    const int64_t n_embd_kv = D * Hkv;
+
+    struct kt_tensor *q = kt_mul_mat(ctx, L->wq, cur); /* [D*H, T] */
+    struct kt_tensor *k = kt_mul_mat(ctx, L->wk, cur); /* [D*Hkv, T] */
+    struct kt_tensor *v = kt_mul_mat(ctx, L->wv, cur); /* [D*Hkv, T] */
+    if (L->bq) {
+        q = kt_add(ctx, q, L->bq);
+        k = kt_add(ctx, k, L->bk);
+        v = kt_add(ctx, v, L->bv);
+    }
+    struct kt_rope_params rp = {.n_dims = (int32_t)hp->n_rot,
+                                .mode = m->arch->rope_mode,
+                                .n_ctx_orig = (int32_t)hp->n_ctx_train,
+                                .freq_base = hp->rope_freq_base,
+                                .freq_scale = hp->rope_freq_scale};
+    q = kt_rope(ctx, kt_reshape_3d(ctx, q, D, H, T), in->pos, rp);   /* [D, H, T] */
+    k = kt_rope(ctx, kt_reshape_3d(ctx, k, D, Hkv, T), in->pos, rp); /* [D, Hkv, T] */
+
+    /* write this batch's k and v into cells [kv_head, kv_head + T) */
+    struct kt_tensor *kc = kv->k[il], *vc = kv->v[il];
+    size_t krow = kt_row_size(kv->type_k, n_embd_kv);
+    struct kt_tensor *k_dst = kt_view_2d(ctx, kc, n_embd_kv, T, krow, krow * (size_t)in->kv_head);
+    struct kt_tensor *k_st = kt_cpy(ctx, kt_reshape_2d(ctx, k, n_embd_kv, T), k_dst);
+    struct kt_tensor *v_st;
+    if (kv->v_trans) {
+        size_t es = kt_type_size(kv->type_v);
+        struct kt_tensor *v_dst = kt_view_2d(ctx, vc, T, n_embd_kv, kv->size * es, es * (size_t)in->kv_head);
+        v_st = kt_cpy(ctx, kt_transpose(ctx, v), v_dst);
+    } else {
+        size_t vrow = kt_row_size(kv->type_v, n_embd_kv);
+        struct kt_tensor *v_dst = kt_view_2d(ctx, vc, n_embd_kv, T, vrow, vrow * (size_t)in->kv_head);
+        v_st = kt_cpy(ctx, v, v_dst);
+    }
+
+    /* attention reads the cache through views that depend on the stores above */
+    const int64_t n_kv = in->n_kv;
+    struct kt_tensor *K = kt_view_3d(ctx, kc, D, n_kv, Hkv, krow, kt_row_size(kv->type_k, D), 0);
+    K->src[1] = k_st; /* ordering edge: the view is read after the store */
+    struct kt_tensor *V;
+    if (kv->v_trans) {
+        size_t es = kt_type_size(kv->type_v);
+        V = kt_view_3d(ctx, vc, n_kv, D, Hkv, kv->size * es, kv->size * es * (size_t)D, 0);
+        V->src[1] = v_st;
+    } else {
+        size_t vrow = kt_row_size(kv->type_v, n_embd_kv);
+        struct kt_tensor *Vr = kt_view_3d(ctx, vc, D, n_kv, Hkv, vrow, kt_row_size(kv->type_v, D), 0);
+        Vr->src[1] = v_st;
+        V = kt_cont(ctx, kt_transpose(ctx, kt_cast(ctx, Vr, KT_TYPE_F32))); /* [n_kv, D, Hkv] */
+    }
+
+    struct kt_tensor *qp = kt_permute(ctx, q, 0, 2, 1, 3);           /* [D, T, H] */
+    struct kt_tensor *kq = kt_mul_mat(ctx, K, qp);                    /* [n_kv, T, H] */
+    kq = kt_soft_max_ext(ctx, kq, in->mask, 1.0f / sqrtf((float)D), 0.0f);
+    struct kt_tensor *kqv = kt_mul_mat(ctx, V, kq);                   /* [D, T, H] */
+    cur = kt_cont_4d(ctx, kt_permute(ctx, kqv, 0, 2, 1, 3), D * H, T, 1, 1); /* [D*H, T] */
+    return kt_mul_mat(ctx, L->wo, cur);
+}
+
+struct kt_tensor *kiln_build_llama(const struct kiln_graph_in *in) {
+    struct kt_context *ctx = in->ctx;
+    const struct kiln_model *m = in->model;
+    const float eps = m->hp.norm_rms_eps;
+
+    struct kt_tensor *x = kt_get_rows(ctx, m->tok_embd, in->tokens); /* [n_embd, T] */
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const struct kiln_layer *L = &m->layers[il];
+        struct kt_tensor *cur = kt_mul(ctx, kt_rms_norm(ctx, x, eps), L->attn_norm);
+        x = kt_add(ctx, x, attention(in, il, cur));
+
+        cur = kt_mul(ctx, kt_rms_norm(ctx, x, eps), L->ffn_norm);
+        struct kt_tensor *ff = kt_swiglu(ctx, kt_mul_mat(ctx, L->w_gate, cur), kt_mul_mat(ctx, L->w_up, cur));
+        x = kt_add(ctx, x, kt_mul_mat(ctx, L->w_down, ff));
+    }
+    x = kt_mul(ctx, kt_rms_norm(ctx, x, eps), m->output_norm);
+    if (in->n_outputs < in->n_tokens) x = kt_get_rows(ctx, x, in->out_ids);
+    struct kt_tensor *logits = kt_mul_mat(ctx, m->output, x); /* [n_vocab, n_outputs] */
+    if (logits) {
+        kt_set_name(logits, "logits");
+        kt_set_output(logits);
+    }
+    return logits;
+}

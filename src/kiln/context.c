@@ -1,0 +1,302 @@
+/*
+ * context.c - a decode context over a model: the KV cache, the backend and
+ * scheduler that run graphs, batches, kiln_decode and the logits it leaves.
+ *
+ * Every decode builds the graph anew into a metadata arena that is reused (no
+ * allocation), and the scheduler places it in compute memory sized once at
+ * creation by reserving the largest graph (n_batch tokens over the whole cache).
+ */
+#include "runtime.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KV_PAD 256 /* attention spans a multiple of this many cells, so the span changes rarely */
+
+struct kiln_context_params kiln_context_default_params(void) {
+    return (struct kiln_context_params){
+        .n_ctx = 0, .n_batch = 512, .n_seq_max = 1, .n_threads = 2, .type_k = KT_TYPE_F16, .type_v = KT_TYPE_F16};
+}
+
+/* ------------------------------------------------------------------ batches */
+
+struct kiln_batch kiln_batch_init(int32_t capacity) {
+    struct kiln_batch b = {0};
+    if (capacity <= 0) return b;
+    b.token = malloc(sizeof(int32_t) * (size_t)capacity);
+    b.pos = malloc(sizeof(int32_t) * (size_t)capacity);
+    b.seq_id = malloc(sizeof(int32_t) * (size_t)capacity);
+    b.logits = malloc((size_t)capacity);
+    if (!b.token || !b.pos || !b.seq_id || !b.logits) {
+        kiln_batch_free(&b);
+        return b;
+    }
+    b.capacity = capacity;
+    return b;
+}
+
+void kiln_batch_free(struct kiln_batch *b) {
+    free(b->token);
+    free(b->pos);
+    free(b->seq_id);
+    free(b->logits);
+    memset(b, 0, sizeof *b);
+}
+
+void kiln_batch_clear(struct kiln_batch *b) { b->n_tokens = 0; }
+
+bool kiln_batch_add(struct kiln_batch *b, int32_t token, int32_t pos, int32_t seq_id, bool logits) {
+    if (b->n_tokens >= b->capacity) return false;
+    int32_t i = b->n_tokens++;
+    b->token[i] = token;
+    b->pos[i] = pos;
+    b->seq_id[i] = seq_id;
+    b->logits[i] = logits;
+    return true;
+}
+
+/* ------------------------------------------------------------------ graph */
+
+/* Build the graph for n_tokens tokens attending n_kv cells with n_outputs logits rows. */
+static struct kt_cgraph *build_graph(struct kiln_context *ctx, int64_t n_tokens, int64_t n_kv, int64_t n_outputs,
+                                     int64_t kv_head, struct kiln_graph_in *in) {
+    struct kt_context *mctx =
+        kt_init((struct kt_init_params){.mem_size = ctx->meta_size, .mem_buffer = ctx->meta_buf, .no_alloc = true});
+    if (!mctx) return NULL;
+    *in = (struct kiln_graph_in){.ctx = mctx, .model = ctx->model, .kctx = ctx, .n_tokens = n_tokens,
+                                 .n_kv = n_kv, .n_outputs = n_outputs, .kv_head = kv_head};
+    in->tokens = kt_set_name(kt_new_tensor_1d(mctx, KT_TYPE_I32, n_tokens), "inp_tokens");
+    in->pos = kt_set_name(kt_new_tensor_1d(mctx, KT_TYPE_I32, n_tokens), "inp_pos");
+    in->mask = kt_set_name(kt_new_tensor_2d(mctx, KT_TYPE_F32, n_kv, n_tokens), "inp_mask");
+    in->out_ids = kt_set_name(kt_new_tensor_1d(mctx, KT_TYPE_I32, n_outputs), "inp_out_ids");
+    struct kt_cgraph *gf = kt_new_graph_custom(mctx, ctx->graph_size);
+    if (!in->tokens || !in->pos || !in->mask || !in->out_ids || !gf) goto fail;
+    kt_set_input(in->tokens);
+    kt_set_input(in->pos);
+    kt_set_input(in->mask);
+    kt_set_input(in->out_ids);
+    struct kt_tensor *logits = ctx->model->arch->build(in);
+    if (!logits || !kt_build_forward_expand(gf, logits)) goto fail;
+    /* the arena lives in meta_buf; the context object itself is not needed after building */
+    kt_free(mctx);
+    return gf;
+fail:
+    snprintf(ctx->err, sizeof ctx->err, "building the graph failed: %s", kt_last_error());
+    kt_free(mctx);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ context */
+
+struct kiln_context *kiln_context_new(const struct kiln_model *model, struct kiln_context_params params, char *err,
+                                      size_t errlen) {
+    char dummy[8];
+    if (!err || !errlen) {
+        err = dummy;
+        errlen = sizeof dummy;
+    }
+    if (!model->layers) {
+        snprintf(err, errlen, "the model was loaded without weights (vocab only)");
+        return NULL;
+    }
+    if (params.n_ctx == 0) params.n_ctx = (uint32_t)(model->hp.n_ctx_train < (1 << 20) ? model->hp.n_ctx_train : (1 << 20));
+    if (params.n_ctx > (1u << 24)) {
+        snprintf(err, errlen, "n_ctx %u is too large", params.n_ctx);
+        return NULL;
+    }
+    if (params.n_batch == 0 || params.n_batch > params.n_ctx) params.n_batch = params.n_ctx;
+    if (params.n_seq_max < 1 || params.n_seq_max > 64) {
+        snprintf(err, errlen, "n_seq_max %u out of range (1..64)", params.n_seq_max);
+        return NULL;
+    }
+    if (params.n_threads < 1 || params.n_threads > 512) {
+        snprintf(err, errlen, "n_threads %d out of range (1..512)", params.n_threads);
+        return NULL;
+    }
+    struct kiln_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    ctx->model = model;
+    ctx->params = params;
+    ctx->graph_size = (int)(model->hp.n_layer * 48 + 64);
+    ctx->meta_size = (size_t)ctx->graph_size * 2 * kt_tensor_overhead() + kt_graph_overhead_custom((size_t)ctx->graph_size) +
+                     4096;
+    ctx->meta_buf = malloc(ctx->meta_size);
+    ctx->logits = malloc(sizeof(float) * (size_t)model->hp.n_vocab * params.n_batch);
+    ctx->logits_row = malloc(sizeof(int32_t) * params.n_batch);
+    ctx->backend = kt_backend_cpu_init();
+    if (!ctx->meta_buf || !ctx->logits || !ctx->logits_row || !ctx->backend) {
+        snprintf(err, errlen, "cannot create the context: %s", kt_last_error()[0] ? kt_last_error() : "out of memory");
+        goto fail;
+    }
+    kt_backend_cpu_set_n_threads(ctx->backend, params.n_threads);
+    if (!kiln_kv_init(&ctx->kv, model, params.n_ctx, params.type_k, params.type_v,
+                      kt_backend_get_default_buffer_type(ctx->backend), err, errlen))
+        goto fail;
+    ctx->sched = kt_sched_new(&ctx->backend, 1, ctx->graph_size);
+    if (!ctx->sched) {
+        snprintf(err, errlen, "cannot create the scheduler: %s", kt_last_error());
+        goto fail;
+    }
+    /* size compute memory once, for the largest batch over the whole cache */
+    struct kiln_graph_in in;
+    struct kt_cgraph *gf = build_graph(ctx, params.n_batch, params.n_ctx, params.n_batch, 0, &in);
+    if (!gf || !kt_sched_reserve(ctx->sched, gf)) {
+        snprintf(err, errlen, "cannot reserve compute memory: %s", gf ? kt_last_error() : ctx->err);
+        goto fail;
+    }
+    kt_sched_reset(ctx->sched);
+    return ctx;
+fail:
+    kiln_context_free(ctx);
+    return NULL;
+}
+
+void kiln_context_free(struct kiln_context *ctx) {
+    if (!ctx) return;
+    if (ctx->sched) kt_sched_free(ctx->sched);
+    kiln_kv_free(&ctx->kv);
+    if (ctx->backend) kt_backend_free(ctx->backend);
+    free(ctx->meta_buf);
+    free(ctx->logits);
+    free(ctx->logits_row);
+    free(ctx);
+}
+
+uint32_t kiln_n_ctx(const struct kiln_context *ctx) { return ctx->params.n_ctx; }
+const char *kiln_context_error(const struct kiln_context *ctx) { return ctx->err; }
+void kiln_set_n_threads(struct kiln_context *ctx, int n_threads) {
+    if (n_threads >= 1 && n_threads <= 512) {
+        ctx->params.n_threads = n_threads;
+        kt_backend_cpu_set_n_threads(ctx->backend, n_threads);
+    }
+}
+size_t kiln_compute_buffer_size(const struct kiln_context *ctx) {
+    return kt_sched_get_buffer_size(ctx->sched, ctx->backend);
+}
+size_t kiln_kv_size_bytes(const struct kiln_context *ctx) { return kt_buffer_size(ctx->kv.buf); }
+
+/* ------------------------------------------------------------------ decode */
+
+static int decode_error(struct kiln_context *ctx, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int decode_error(struct kiln_context *ctx, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static void fill_mask(const struct kiln_context *ctx, const struct kiln_batch *b, int64_t n_kv, float *mask) {
+    const struct kiln_kv_cell *cells = ctx->kv.cells;
+    for (int32_t j = 0; j < b->n_tokens; j++) {
+        uint64_t bit = 1ull << b->seq_id[j];
+        float *row = mask + (size_t)j * (size_t)n_kv;
+        for (int64_t c = 0; c < n_kv; c++)
+            row[c] = (cells[c].seq & bit) && cells[c].pos <= b->pos[j] ? 0.0f : -INFINITY;
+    }
+}
+
+/* Mask and output ids go straight into the tensors' memory when it is host memory
+ * (the CPU backend), else through a scratch copy. */
+static bool set_inputs(struct kiln_context *ctx, const struct kiln_batch *b, const struct kiln_graph_in *in,
+                       bool all_out) {
+    const int64_t T = in->n_tokens, n_kv = in->n_kv;
+    bool host = in->mask->buffer && kt_buffer_is_host(in->mask->buffer) && in->out_ids->buffer &&
+                kt_buffer_is_host(in->out_ids->buffer);
+    float *mask = host ? in->mask->data : malloc(sizeof(float) * (size_t)n_kv * (size_t)T);
+    int32_t *ids = host ? in->out_ids->data : malloc(sizeof(int32_t) * (size_t)in->n_outputs);
+    if (!mask || !ids) {
+        if (!host) {
+            free(mask);
+            free(ids);
+        }
+        snprintf(ctx->err, sizeof ctx->err, "out of memory");
+        return false;
+    }
+    fill_mask(ctx, b, n_kv, mask);
+    int32_t k = 0;
+    for (int32_t i = 0; i < T; i++) {
+        bool want = all_out ? i == T - 1 : b->logits[i] != 0;
+        ctx->logits_row[i] = want ? k : -1;
+        if (want) ids[k++] = i;
+    }
+    if (!host) {
+        kt_tensor_set(in->mask, mask, 0, sizeof(float) * (size_t)n_kv * (size_t)T);
+        kt_tensor_set(in->out_ids, ids, 0, sizeof(int32_t) * (size_t)in->n_outputs);
+        free(mask);
+        free(ids);
+    }
+    return true;
+}
+
+int kiln_decode(struct kiln_context *ctx, const struct kiln_batch *b) {
+    const struct kiln_hparams *hp = &ctx->model->hp;
+    const int32_t T = b->n_tokens;
+    if (T <= 0) return decode_error(ctx, -1, "empty batch");
+    if ((uint32_t)T > ctx->params.n_batch)
+        return decode_error(ctx, -1, "batch of %d tokens exceeds n_batch %u", T, ctx->params.n_batch);
+    int32_t n_out = 0;
+    for (int32_t i = 0; i < T; i++) {
+        if (b->token[i] < 0 || b->token[i] >= hp->n_vocab)
+            return decode_error(ctx, -1, "token %d at batch index %d is not in the vocabulary (0..%lld)", b->token[i],
+                                i, (long long)hp->n_vocab - 1);
+        if (b->pos[i] < 0) return decode_error(ctx, -1, "negative position %d at batch index %d", b->pos[i], i);
+        if (b->seq_id[i] < 0 || (uint32_t)b->seq_id[i] >= ctx->params.n_seq_max)
+            return decode_error(ctx, -1, "sequence %d at batch index %d out of range (0..%u)", b->seq_id[i], i,
+                                ctx->params.n_seq_max - 1);
+        n_out += b->logits[i] != 0;
+    }
+    bool all_out = n_out == 0; /* no flags: like llama.cpp, keep the last token's logits */
+    if (all_out) n_out = 1;
+
+    int64_t head = kiln_kv_find_slot(&ctx->kv, (uint32_t)T);
+    if (head < 0)
+        return decode_error(ctx, -2, "no room in the KV cache for %d tokens (%u of %u cells used)", T, ctx->kv.used,
+                            ctx->kv.size);
+    struct kiln_kv_cell *cells = ctx->kv.cells;
+    for (int32_t i = 0; i < T; i++) {
+        cells[head + i].pos = b->pos[i];
+        cells[head + i].seq = 1ull << b->seq_id[i];
+    }
+    ctx->kv.used += (uint32_t)T;
+    int64_t n_kv = kiln_kv_n_kv(&ctx->kv, KV_PAD);
+
+    struct kiln_graph_in in;
+    struct kt_cgraph *gf = build_graph(ctx, T, n_kv, n_out, head, &in);
+    kt_sched_reset(ctx->sched);
+    if (!gf || !kt_sched_alloc_graph(ctx->sched, gf)) {
+        if (gf) snprintf(ctx->err, sizeof ctx->err, "cannot allocate the graph: %s", kt_last_error());
+        goto rollback;
+    }
+    kt_tensor_set(in.tokens, b->token, 0, sizeof(int32_t) * (size_t)T);
+    kt_tensor_set(in.pos, b->pos, 0, sizeof(int32_t) * (size_t)T);
+    if (!set_inputs(ctx, b, &in, all_out)) goto rollback;
+    if (kt_sched_graph_compute(ctx->sched, gf) != KT_STATUS_SUCCESS) {
+        snprintf(ctx->err, sizeof ctx->err, "compute failed: %s", kt_last_error());
+        goto rollback;
+    }
+    struct kt_tensor *logits = kt_graph_node(gf, -1);
+    kt_tensor_get(logits, ctx->logits, 0, sizeof(float) * (size_t)hp->n_vocab * (size_t)n_out);
+    ctx->n_outputs = n_out;
+    ctx->n_batch_last = T;
+    return 0;
+
+rollback:
+    for (int32_t i = 0; i < T; i++) cells[head + i] = (struct kiln_kv_cell){.pos = -1, .seq = 0};
+    ctx->kv.used -= (uint32_t)T;
+    ctx->n_outputs = 0;
+    ctx->n_batch_last = 0;
+    return -3;
+}
+
+const float *kiln_get_logits_ith(const struct kiln_context *ctx, int32_t i) {
+    if (i < 0) i += ctx->n_batch_last;
+    if (i < 0 || i >= ctx->n_batch_last || ctx->logits_row[i] < 0) return NULL;
+    return ctx->logits + (size_t)ctx->logits_row[i] * (size_t)ctx->model->hp.n_vocab;
+}

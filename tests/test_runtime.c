@@ -1,0 +1,255 @@
+/*
+ * test_runtime.c - the model runtime against llama.cpp's own results
+ * (every json of ../shared/reference with its .logits): prompt tokens, logits at the kept
+ * positions (normalized MSE), top tokens where the reference's lead is clear,
+ * and greedy continuations up to the first near-tie. Then the runtime's own
+ * promises: batching and thread count do not change results, KV cache
+ * sequence operations, and bad batches rejected without touching the cache.
+ */
+#include "kiln.h"
+#include "refjson.h"
+#include "testutil.h"
+
+#include <dirent.h>
+
+#define MAX_TOK 512
+
+static const char *shared;
+
+static struct kiln_context *new_ctx(struct kiln_model *m, int threads, uint32_t n_batch) {
+    struct kiln_context_params cp = kiln_context_default_params();
+    cp.n_ctx = 512;
+    cp.n_batch = n_batch;
+    cp.n_threads = threads;
+    char err[256];
+    struct kiln_context *ctx = kiln_context_new(m, cp, err, sizeof err);
+    CHECKF(ctx != NULL, "context: %s", err);
+    return ctx;
+}
+
+/* decode ids in batches of `step`, logits kept for every token; rows copied to out */
+static bool run_prompt(struct kiln_context *ctx, const int32_t *ids, int n, int step, float *out, int64_t n_vocab) {
+    struct kiln_batch b = kiln_batch_init(step);
+    bool ok = b.capacity == step;
+    for (int i0 = 0; ok && i0 < n; i0 += step) {
+        kiln_batch_clear(&b);
+        for (int i = i0; i < n && i < i0 + step; i++) kiln_batch_add(&b, ids[i], i, 0, true);
+        ok = kiln_decode(ctx, &b) == 0;
+        CHECKF(ok, "decode: %s", kiln_context_error(ctx));
+        for (int i = i0; ok && i < n && i < i0 + step; i++)
+            memcpy(out + (size_t)i * n_vocab, kiln_get_logits_ith(ctx, i - i0), sizeof(float) * n_vocab);
+    }
+    kiln_batch_free(&b);
+    return ok;
+}
+
+static int argmax(const float *x, int64_t n) {
+    int best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = (int)i;
+    return best;
+}
+
+static double margin(const float *x, int64_t n) {
+    int a = argmax(x, n);
+    double second = -INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        if (i != a && x[i] > second) second = x[i];
+    return x[a] - second;
+}
+
+static void check_reference(const char *json_name) {
+    char path[1024], model_name[256];
+    snprintf(path, sizeof path, "%s/reference/%s", shared, json_name);
+    char *json = tu_read_file(path, NULL);
+    CHECKF(json != NULL, "cannot read %s", path);
+    if (!json) return;
+    /* MODEL-K.json -> models/MODEL.gguf */
+    snprintf(model_name, sizeof model_name, "%s", json_name);
+    *strrchr(model_name, '-') = 0;
+    snprintf(path, sizeof path, "%s/models/%s.gguf", shared, model_name);
+    char err[512];
+    struct kiln_model *m = kiln_model_load(path, kiln_model_default_params(), err, sizeof err);
+    CHECKF(m != NULL, "%s: %s", path, err);
+    if (!m) {
+        free(json);
+        return;
+    }
+    const int64_t n_vocab = kiln_model_hparams(m)->n_vocab;
+    const bool quantized = strstr(model_name, "f16") == NULL;
+    const double tol = quantized ? 5e-4 : 1e-4;
+
+    char prompt[4096];
+    double want_d[MAX_TOK], pos_d[MAX_TOK], greedy_d[64], margins[64];
+    int64_t n_want = rj_num_array(json, "prompt_tokens", want_d, MAX_TOK);
+    int64_t n_pos = rj_num_array(json, "logits_positions", pos_d, MAX_TOK);
+    int64_t n_greedy = rj_num_array(json, "greedy_tokens", greedy_d, 64);
+    int64_t n_margins = rj_num_array(json, "greedy_margins", margins, 64);
+    CHECK(rj_str(json, "prompt", prompt, sizeof prompt) >= 0 && n_want > 0 && n_pos > 0 && n_greedy > 0 &&
+          n_margins == n_greedy);
+
+    int32_t ids[MAX_TOK];
+    const struct kiln_vocab *v = kiln_model_vocab(m);
+    int64_t n = kiln_tokenize(v, prompt, strlen(prompt), ids, MAX_TOK, true, false);
+    bool same = n == n_want;
+    for (int64_t i = 0; same && i < n; i++) same = ids[i] == (int32_t)want_d[i];
+    CHECKF(same, "%s: prompt tokens differ (%lld vs %lld tokens)", json_name, (long long)n, (long long)n_want);
+
+    /* logits of the whole prompt in one batch */
+    n = n_want;
+    for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)want_d[i];
+    float *logits = malloc(sizeof(float) * (size_t)n * n_vocab);
+    size_t ref_len = 0;
+    char *lpath = path;
+    snprintf(lpath, sizeof path, "%s/reference/%.*s.logits", shared, (int)(strlen(json_name) - 5), json_name);
+    float *ref = (float *)tu_read_file(lpath, &ref_len);
+    CHECKF(ref && ref_len == sizeof(float) * (size_t)n_pos * n_vocab, "%s: logits file", lpath);
+    struct kiln_context *ctx = new_ctx(m, 2, 512);
+    if (ctx && ref && logits && run_prompt(ctx, ids, (int)n, (int)n, logits, n_vocab)) {
+        for (int64_t k = 0; k < n_pos; k++) {
+            const float *got = logits + (size_t)pos_d[k] * n_vocab, *want = ref + (size_t)k * n_vocab;
+            double e = tu_nmse(got, want, n_vocab);
+            CHECKF(e <= tol, "%s: position %d: nmse %.3g > %.1g", json_name, (int)pos_d[k], e, tol);
+            if (margin(want, n_vocab) > 0.05)
+                CHECKF(argmax(got, n_vocab) == argmax(want, n_vocab), "%s: position %d: top token %d, reference %d",
+                       json_name, (int)pos_d[k], argmax(got, n_vocab), argmax(want, n_vocab));
+        }
+        /* greedy continuation, one token per decode */
+        struct kiln_batch b = kiln_batch_init(1);
+        int tok = argmax(logits + (size_t)(n - 1) * n_vocab, n_vocab);
+        int matched = 0;
+        for (int64_t s = 0; s < n_greedy && margins[s] >= 0.02; s++) {
+            CHECKF(tok == (int)greedy_d[s], "%s: greedy step %lld: %d, reference %d", json_name, (long long)s, tok,
+                   (int)greedy_d[s]);
+            if (tok != (int)greedy_d[s]) break;
+            matched++;
+            kiln_batch_clear(&b);
+            kiln_batch_add(&b, tok, (int32_t)(n + s), 0, true);
+            if (kiln_decode(ctx, &b) != 0) break;
+            tok = argmax(kiln_get_logits_ith(ctx, 0), n_vocab);
+        }
+        printf("%s: prompt %lld tokens, %lld positions checked, %d greedy tokens match\n", json_name, (long long)n,
+               (long long)n_pos, matched);
+        kiln_batch_free(&b);
+    }
+    kiln_context_free(ctx);
+    free(ref);
+    free(logits);
+    kiln_model_free(m);
+    free(json);
+}
+
+/* Batching and threads must not change a sequence's results (bit for bit). */
+static void check_invariance(const char *model_file) {
+    char path[1024], err[512];
+    snprintf(path, sizeof path, "%s/models/%s", shared, model_file);
+    struct kiln_model *m = kiln_model_load(path, kiln_model_default_params(), err, sizeof err);
+    CHECKF(m != NULL, "%s", err);
+    if (!m) return;
+    const int64_t V = kiln_model_hparams(m)->n_vocab;
+    const char *text = "And God said, Let there be light: and there was light.";
+    int32_t ids[64];
+    int n = (int)kiln_tokenize(kiln_model_vocab(m), text, strlen(text), ids, 64, true, false);
+    CHECK(n > 4);
+    float *a = malloc(sizeof(float) * n * V), *b = malloc(sizeof(float) * n * V), *c = malloc(sizeof(float) * n * V);
+    struct kiln_context *c1 = new_ctx(m, 1, 64), *c2 = new_ctx(m, 2, 64);
+    if (c1 && c2) {
+        run_prompt(c1, ids, n, n, a, V); /* one batch, 1 thread */
+        run_prompt(c2, ids, n, 1, b, V); /* n batches of one, 2 threads */
+        CHECKF(!memcmp(a, b, sizeof(float) * n * V), "%s: one batch x1 thread differs from single tokens x2 threads",
+               model_file);
+        kiln_kv_clear(c2);
+        run_prompt(c2, ids, n, 3, c, V); /* batches of three */
+        CHECKF(!memcmp(a, c, sizeof(float) * n * V), "%s: batches of 3 differ", model_file);
+
+        /* drop the last 3 positions and decode them again: same logits */
+        CHECK(kiln_kv_seq_rm(c2, 0, n - 3, -1));
+        CHECK(kiln_kv_seq_pos_max(c2, 0) == n - 4);
+        struct kiln_batch bt = kiln_batch_init(3);
+        for (int i = n - 3; i < n; i++) kiln_batch_add(&bt, ids[i], i, 0, true);
+        CHECK(kiln_decode(c2, &bt) == 0);
+        CHECK(!memcmp(kiln_get_logits_ith(c2, 2), a + (size_t)(n - 1) * V, sizeof(float) * V));
+
+        /* copy sequence 0 into 1 is refused beyond n_seq_max; a bad token is an error and leaves the cache */
+        CHECK(!kiln_kv_seq_cp(c2, 0, 1, 0, -1));
+        kiln_batch_clear(&bt);
+        kiln_batch_add(&bt, (int32_t)V, n, 0, true);
+        CHECK(kiln_decode(c2, &bt) < 0);
+        CHECK(strstr(kiln_context_error(c2), "not in the vocabulary") != NULL);
+        kiln_batch_clear(&bt);
+        kiln_batch_add(&bt, ids[0], n, 5, true);
+        CHECK(kiln_decode(c2, &bt) < 0);
+        CHECK(kiln_kv_seq_pos_max(c2, 0) == n - 1);
+        kiln_batch_free(&bt);
+    }
+    kiln_context_free(c1);
+    kiln_context_free(c2);
+    free(a);
+    free(b);
+    free(c);
+    kiln_model_free(m);
+}
+
+/* Two sequences in one batch give each the logits it has alone. */
+static void check_sequences(const char *model_file) {
+    char path[1024], err[512];
+    snprintf(path, sizeof path, "%s/models/%s", shared, model_file);
+    struct kiln_model *m = kiln_model_load(path, kiln_model_default_params(), err, sizeof err);
+    if (!m) return;
+    const int64_t V = kiln_model_hparams(m)->n_vocab;
+    struct kiln_context_params cp = kiln_context_default_params();
+    cp.n_ctx = 256;
+    cp.n_seq_max = 2;
+    struct kiln_context *ctx = kiln_context_new(m, cp, err, sizeof err);
+    CHECKF(ctx != NULL, "%s", err);
+    int32_t s0[] = {1, 512, 278, 6763}, s1[] = {1, 1126, 4177, 1497, 29892};
+    struct kiln_batch b = kiln_batch_init(16);
+    float *alone0 = malloc(sizeof(float) * V), *alone1 = malloc(sizeof(float) * V);
+    for (int i = 0; i < 4; i++) kiln_batch_add(&b, s0[i], i, 0, i == 3);
+    CHECK(ctx && kiln_decode(ctx, &b) == 0);
+    memcpy(alone0, kiln_get_logits_ith(ctx, 3), sizeof(float) * V);
+    kiln_kv_clear(ctx);
+    kiln_batch_clear(&b);
+    for (int i = 0; i < 5; i++) kiln_batch_add(&b, s1[i], i, 1, i == 4);
+    CHECK(kiln_decode(ctx, &b) == 0);
+    memcpy(alone1, kiln_get_logits_ith(ctx, 4), sizeof(float) * V);
+    kiln_kv_clear(ctx);
+    kiln_batch_clear(&b);
+    for (int i = 0; i < 5; i++) {
+        if (i < 4) kiln_batch_add(&b, s0[i], i, 0, i == 3);
+        kiln_batch_add(&b, s1[i], i, 1, i == 4);
+    }
+    CHECK(kiln_decode(ctx, &b) == 0);
+    CHECK(kiln_get_logits_ith(ctx, 0) == NULL);
+    /* the cells differ (interleaved), so sums run in another order: close, not identical */
+    CHECK(tu_close("seq 0 in a shared batch", kiln_get_logits_ith(ctx, 6), alone0, V, 1e-3, 1e-3));
+    CHECK(tu_close("seq 1 in a shared batch", kiln_get_logits_ith(ctx, 8), alone1, V, 1e-3, 1e-3));
+    free(alone0);
+    free(alone1);
+    kiln_batch_free(&b);
+    kiln_context_free(ctx);
+    kiln_model_free(m);
+}
+
+int main(void) {
+    shared = tu_shared_or_skip("test_runtime");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/reference", shared);
+    DIR *d = opendir(dir);
+    CHECK(d != NULL);
+    int n_ref = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name);
+        if (l > 5 && !strcmp(e->d_name + l - 5, ".json") && strncmp(e->d_name, "perplexity", 10)) {
+            check_reference(e->d_name);
+            n_ref++;
+        }
+    }
+    if (d) closedir(d);
+    CHECK(n_ref >= 24);
+    check_invariance("kjv-q4_0.gguf");
+    check_invariance("kjv-f16.gguf");
+    check_sequences("kjv-q8_0.gguf");
+    return tu_finish("test_runtime");
+}
