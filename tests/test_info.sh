@@ -46,6 +46,11 @@ printf 'GGUF\003\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000
 check "empty file" exit_is 0 "$kiln" info -m "$tmp/empty.gguf" --json --tensors
 check "empty file json" python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["n_tensors"]==0 and d["architecture"] is None' "$tmp/out"
 
+# strings that are not UTF-8 still give valid JSON (U+FFFD), control bytes are escaped
+printf 'GGUF\003\000\000\000''\000\000\000\000\000\000\000\000''\001\000\000\000\000\000\000\000\002\000\000\000\000\000\000\000k\377\010\000\000\000\003\000\000\000\000\000\000\000a\376\n' >"$tmp/utf8.gguf"
+check "non-UTF-8 strings" exit_is 0 "$kiln" info -m "$tmp/utf8.gguf" --json
+check "non-UTF-8 json" python3 -c 'import json,sys; d=json.load(open(sys.argv[1], encoding="utf-8")); assert d["metadata"]["k\ufffd"]["value"] == "a\ufffd\n", d["metadata"]' "$tmp/out"
+
 if [ ! -d "$shared/models" ]; then
   echo "SKIP the ../shared part: $shared is absent (set KILN_SHARED)"
   echo "test_info: $passes passed, $fails failed"

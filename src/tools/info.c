@@ -47,9 +47,55 @@ static void text_str(FILE *f, const char *s, uint64_t len, uint64_t max) {
     if (len > max) fputs("...", f);
 }
 
+/* Length of the valid UTF-8 sequence at s[i..n), or 0 if the bytes there are not one. */
+static size_t utf8_seq(const unsigned char *s, size_t i, size_t n) {
+    unsigned char c = s[i];
+    size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (len == 0 || len > n - i || (len == 2 && c < 0xc2) || (len == 4 && c > 0xf4)) return 0;
+    for (size_t k = 1; k < len; k++)
+        if ((s[i + k] & 0xc0) != 0x80) return 0;
+    if (len == 3 && ((c == 0xe0 && s[i + 1] < 0xa0) || (c == 0xed && s[i + 1] >= 0xa0))) return 0;
+    if (len == 4 && ((c == 0xf0 && s[i + 1] < 0x90) || (c == 0xf4 && s[i + 1] >= 0x90))) return 0;
+    return len;
+}
+
+/* A JSON string from file bytes: JSON text must be UTF-8, so bytes that are not
+ * valid UTF-8 become U+FFFD (the file's strings are untrusted). */
+static void json_text(FILE *f, const char *p, size_t n) {
+    const unsigned char *s = (const unsigned char *)p;
+    size_t i, extra = 0;
+    for (i = 0; i < n;) {
+        size_t len = utf8_seq(s, i, n);
+        if (!len) extra += 2, len = 1; /* one byte becomes three */
+        i += len;
+    }
+    if (!extra) {
+        tool_json_str(f, p, n);
+        return;
+    }
+    char *fixed = malloc(n + extra);
+    if (!fixed) {
+        fputs("null", f);
+        return;
+    }
+    size_t m = 0;
+    for (i = 0; i < n;) {
+        size_t len = utf8_seq(s, i, n);
+        if (len) {
+            memcpy(fixed + m, s + i, len);
+            m += len, i += len;
+        } else {
+            memcpy(fixed + m, "\xef\xbf\xbd", 3);
+            m += 3, i += 1;
+        }
+    }
+    tool_json_str(f, fixed, m);
+    free(fixed);
+}
+
 static void print_str(FILE *f, struct gguf_str s, bool json) {
     if (json)
-        tool_json_str(f, s.ptr, (size_t)s.len);
+        json_text(f, s.ptr, (size_t)s.len);
     else
         text_str(f, s.ptr, s.len, 120);
 }
@@ -230,7 +276,7 @@ static void print_text(FILE *f, const char *path, const struct gguf_file *g, con
 
 static void json_opt_str(FILE *f, bool has, struct gguf_str s) {
     if (has)
-        tool_json_str(f, s.ptr, (size_t)s.len);
+        json_text(f, s.ptr, (size_t)s.len);
     else
         fputs("null", f);
 }
@@ -238,7 +284,7 @@ static void json_opt_str(FILE *f, bool has, struct gguf_str s) {
 static void print_json(FILE *f, const char *path, const struct gguf_file *g, const struct summary *s,
                        bool tensors) {
     fputs("{\"file\": ", f);
-    tool_json_str(f, path, strlen(path));
+    json_text(f, path, strlen(path));
     fprintf(f, ", \"version\": %u, \"file_size\": %zu, \"alignment\": %zu, \"data_offset\": %zu",
             gguf_version(g), gguf_size(g), gguf_alignment(g), gguf_data_offset(g));
     fputs(",\n \"architecture\": ", f);
@@ -261,7 +307,7 @@ static void print_json(FILE *f, const char *path, const struct gguf_file *g, con
         if (!key) continue;
         fputs(first ? "" : ", ", f);
         first = false;
-        tool_json_str(f, k.ptr, (size_t)k.len);
+        json_text(f, k.ptr, (size_t)k.len);
         fputs(": ", f);
         print_value(f, g, i, key, true);
         free(key);
@@ -283,7 +329,7 @@ static void print_json(FILE *f, const char *path, const struct gguf_file *g, con
         char *key = key_cstr(k);
         if (!key) continue;
         fputs(i ? ",\n  " : "\n  ", f);
-        tool_json_str(f, k.ptr, (size_t)k.len);
+        json_text(f, k.ptr, (size_t)k.len);
         fprintf(f, ": {\"type\": \"%s\", \"value\": ", gguf_type_name(gguf_kv_type(g, i)));
         print_value(f, g, i, key, true);
         fputc('}', f);
@@ -295,7 +341,7 @@ static void print_json(FILE *f, const char *path, const struct gguf_file *g, con
         for (int64_t i = 0; i < gguf_n_tensors(g); i++) {
             const struct gguf_tensor_info *t = gguf_tensor(g, i);
             fputs(i ? ",\n  {\"name\": " : "\n  {\"name\": ", f);
-            tool_json_str(f, t->name.ptr, (size_t)t->name.len);
+            json_text(f, t->name.ptr, (size_t)t->name.len);
             fputs(", \"shape\": [", f);
             for (int d = 0; d < t->n_dims; d++) fprintf(f, d ? ", %lld" : "%lld", (long long)t->ne[d]);
             fprintf(f, "], \"type\": \"%s\", \"offset\": %llu, \"size\": %zu}", kt_type_name(t->type),
