@@ -114,7 +114,8 @@ static void test_filters(void) {
 
     /* temperature 0.5 doubles logits (and gaps): [2, 4, 6, 8]; 2 halves them */
     n = run_stage(kiln_sampler_init_temp(0.5f), L4, 4, ids, kept);
-    CHECK(n == 4 && kept[0].logit == 2.0f && kept[1].logit == 4.0f && kept[2].logit == 6.0f && kept[3].logit == 8.0f);
+    CHECK(n == 4 && kept[0].logit == 2.0f && kept[1].logit == 4.0f && kept[2].logit == 6.0f &&
+          kept[3].logit == 8.0f);
     n = run_stage(kiln_sampler_init_temp(2.0f), L4, 4, ids, kept);
     CHECK(kept[0].logit == 0.5f && kept[3].logit == 2.0f);
     /* temperature 0 keeps the best at its logit and sets the others to -inf */
@@ -133,14 +134,16 @@ static void test_penalties(void) {
     kiln_sampler_accept(s, 2);
     struct kiln_candidates c = cands(buf, L4, 4);
     CHECK(kiln_sampler_apply(s, &c));
-    CHECKF(c.data[0].logit == 1.0f && c.data[1].logit == 0.75f && c.data[2].logit == 2.25f && c.data[3].logit == 4.0f,
+    CHECKF(c.data[0].logit == 1.0f && c.data[1].logit == 0.75f && c.data[2].logit == 2.25f &&
+               c.data[3].logit == 4.0f,
            "%g %g %g %g", (double)c.data[0].logit, (double)c.data[1].logit, (double)c.data[2].logit,
            (double)c.data[3].logit);
     /* accepting 3 pushes the first 1 out of the window: 1, 2, 3 once each: each drops by 0.75 */
     kiln_sampler_accept(s, 3);
     c = cands(buf, L4, 4);
     CHECK(kiln_sampler_apply(s, &c));
-    CHECK(c.data[0].logit == 1.0f && c.data[1].logit == 1.25f && c.data[2].logit == 2.25f && c.data[3].logit == 3.25f);
+    CHECK(c.data[0].logit == 1.0f && c.data[1].logit == 1.25f && c.data[2].logit == 2.25f &&
+          c.data[3].logit == 3.25f);
     /* the same on a shuffled list: penalties follow the ids, not the positions */
     static const int32_t order[4] = {3, 1, 0, 2};
     for (int i = 0; i < 4; i++) buf[i] = (struct kiln_token_prob){order[i], L4[order[i]], 0.0f};
@@ -160,11 +163,12 @@ static void test_penalties(void) {
     s = kiln_sampler_init_penalties(64, 2.0f, 0.0f, 0.0f);
     kiln_sampler_accept(s, 0);
     kiln_sampler_accept(s, 1);
-    kiln_sampler_accept(s, 1);     /* count does not matter for the repetition penalty */
-    kiln_sampler_accept(s, 99);    /* not in this vocabulary: ignored */
+    kiln_sampler_accept(s, 1);  /* count does not matter for the repetition penalty */
+    kiln_sampler_accept(s, 99); /* not in this vocabulary: ignored */
     c = cands(buf, lneg, 4);
     CHECK(kiln_sampler_apply(s, &c));
-    CHECK(c.data[0].logit == -2.0f && c.data[1].logit == 1.0f && c.data[2].logit == 3.0f && c.data[3].logit == 4.0f);
+    CHECK(c.data[0].logit == -2.0f && c.data[1].logit == 1.0f && c.data[2].logit == 3.0f &&
+          c.data[3].logit == 4.0f);
     kiln_sampler_free(s);
 
     /* in a chain, greedy after penalties: token 3 seen, repeat 1.5 -> 4/1.5 = 2.67 < 3: picks 2 */
@@ -268,19 +272,21 @@ static void test_seed(void) {
 
 /* Many draws follow the softmax (computed here in double with libm) within
  * 5 standard deviations per token. */
-static void check_distribution(struct kiln_sampler *s, const float *logits, int n, const double *want, int draws,
-                               const char *label) {
+static void check_distribution(struct kiln_sampler *s, const float *logits, int n, const double *want,
+                               int draws, const char *label) {
     int counts[16] = {0}, bad = 0;
     for (int i = 0; i < draws; i++) {
         int32_t t = kiln_sampler_sample(s, logits, n);
-        if (t >= 0 && t < n) counts[t]++;
-        else bad++;
+        if (t >= 0 && t < n)
+            counts[t]++;
+        else
+            bad++;
     }
     CHECKF(bad == 0, "%s: %d draws out of range", label, bad);
     for (int i = 0; i < n; i++) {
         double f = (double)counts[i] / draws, sd = sqrt(want[i] * (1 - want[i]) / draws);
-        CHECKF(fabs(f - want[i]) <= 5 * sd + 1e-12, "%s: token %d frequency %.5f want %.5f (sd %.5f)", label, i, f,
-               want[i], sd);
+        CHECKF(fabs(f - want[i]) <= 5 * sd + 1e-12, "%s: token %d frequency %.5f want %.5f (sd %.5f)", label,
+               i, f, want[i], sd);
     }
 }
 
@@ -464,15 +470,18 @@ static void test_invalid(void) {
 static void test_from_params(void) {
     char buf[256];
     struct kiln_sampling_params p = kiln_sampling_default_params();
-    CHECK(p.top_k == 40 && p.top_p == 0.95f && p.min_p == 0.05f && p.temp == 0.8f && p.penalty_repeat == 1.0f &&
-          p.penalty_last_n == 64 && p.typical_p == 1.0f && p.seed == KILN_SEED_RANDOM);
+    CHECK(p.top_k == 40 && p.top_p == 0.95f && p.min_p == 0.05f && p.temp == 0.8f &&
+          p.penalty_repeat == 1.0f && p.penalty_last_n == 64 && p.typical_p == 1.0f &&
+          p.seed == KILN_SEED_RANDOM);
     p.seed = 42;
     struct kiln_sampler *s = kiln_sampler_from_params(&p);
     CHECK(kiln_sampler_describe(s, buf, sizeof buf) > 0);
-    CHECKF(strcmp(buf, "top-k(40) -> top-p(0.950) -> min-p(0.050) -> temp(0.800) -> dist(seed=42)") == 0, "%s", buf);
+    CHECKF(strcmp(buf, "top-k(40) -> top-p(0.950) -> min-p(0.050) -> temp(0.800) -> dist(seed=42)") == 0,
+           "%s", buf);
     CHECK(kiln_sampler_seed(s) == 42);
     int64_t need = kiln_sampler_describe(s, buf, 10);
-    CHECK(need == -(int64_t)strlen("top-k(40) -> top-p(0.950) -> min-p(0.050) -> temp(0.800) -> dist(seed=42)") - 1);
+    CHECK(need ==
+          -(int64_t)strlen("top-k(40) -> top-p(0.950) -> min-p(0.050) -> temp(0.800) -> dist(seed=42)") - 1);
     kiln_sampler_free(s);
 
     struct kiln_logit_bias b[] = {{1, 1.0f}};
@@ -482,7 +491,9 @@ static void test_from_params(void) {
     p.n_logit_bias = 1;
     s = kiln_sampler_from_params(&p);
     kiln_sampler_describe(s, buf, sizeof buf);
-    CHECKF(strcmp(buf, "logit-bias(1) -> penalties(last_n=64 repeat=1.100 freq=0.000 present=0.000) -> greedy") == 0,
+    CHECKF(strcmp(buf,
+                  "logit-bias(1) -> penalties(last_n=64 repeat=1.100 freq=0.000 present=0.000) -> greedy") ==
+               0,
            "%s", buf);
     CHECK(kiln_sampler_chain_n(s) == 3);
     kiln_sampler_free(s);

@@ -18,12 +18,15 @@
 
 static _Thread_local char samp_err[256];
 
-const char *kiln_sampler_last_error(void) { return samp_err; }
+const char *kiln_sampler_last_error(void) {
+    return samp_err;
+}
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 1, 2)))
 #endif
-static void set_err(const char *fmt, ...) {
+static void
+set_err(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(samp_err, sizeof samp_err, fmt, ap);
@@ -85,7 +88,9 @@ static void rng_seed(struct rng *r, uint64_t seed) {
     for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
 }
 
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static uint64_t rotl(uint64_t x, int k) {
+    return (x << k) | (x >> (64 - k));
+}
 
 static uint64_t rng_next(struct rng *r) {
     uint64_t *s = r->s;
@@ -101,7 +106,9 @@ static uint64_t rng_next(struct rng *r) {
 }
 
 /* uniform in [0, 1): the top 53 bits, exactly representable */
-static double rng_uniform(struct rng *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
+static double rng_uniform(struct rng *r) {
+    return (double)(rng_next(r) >> 11) * 0x1.0p-53;
+}
 
 /* ------------------------------------------------------------------ candidates */
 
@@ -209,10 +216,10 @@ struct scored {
 struct kiln_sampler {
     enum stage_kind kind;
     /* parameters */
-    float f;         /* temp, p */
-    int32_t k;       /* top-k */
+    float f;   /* temp, p */
+    int32_t k; /* top-k */
     size_t min_keep;
-    uint32_t seed;   /* dist: the seed in use */
+    uint32_t seed; /* dist: the seed in use */
     struct rng rng;
     /* penalties: a ring of the last last_n accepted tokens */
     int32_t last_n;
@@ -240,12 +247,16 @@ struct work {
 
 static struct kiln_sampler *stage_new(enum stage_kind kind) {
     struct kiln_sampler *s = calloc(1, sizeof *s);
-    if (!s) set_err("out of memory");
-    else s->kind = kind;
+    if (!s)
+        set_err("out of memory");
+    else
+        s->kind = kind;
     return s;
 }
 
-struct kiln_sampler *kiln_sampler_init_greedy(void) { return stage_new(ST_GREEDY); }
+struct kiln_sampler *kiln_sampler_init_greedy(void) {
+    return stage_new(ST_GREEDY);
+}
 
 static uint32_t clock_seed(void) {
     struct timespec ts;
@@ -285,7 +296,8 @@ struct kiln_sampler *kiln_sampler_init_top_k(int32_t k) {
     return s;
 }
 
-static struct kiln_sampler *p_stage(enum stage_kind kind, const char *name, float p, size_t min_keep, bool zero_ok) {
+static struct kiln_sampler *p_stage(enum stage_kind kind, const char *name, float p, size_t min_keep,
+                                    bool zero_ok) {
     if (!(zero_ok ? p >= 0.0f : p > 0.0f) || !(p <= 1.0f)) {
         set_err("%s must be in %s0, 1], got %g", name, zero_ok ? "[" : "(", (double)p);
         return NULL;
@@ -352,7 +364,8 @@ struct kiln_sampler *kiln_sampler_init_logit_bias(size_t n, const struct kiln_lo
             return NULL;
         }
         if (isnan(bias[i].bias) || bias[i].bias == INFINITY) {
-            set_err("logit bias for token %d must be finite or -inf, got %g", (int)bias[i].token, (double)bias[i].bias);
+            set_err("logit bias for token %d must be finite or -inf, got %g", (int)bias[i].token,
+                    (double)bias[i].bias);
             return NULL;
         }
     }
@@ -371,7 +384,9 @@ struct kiln_sampler *kiln_sampler_init_logit_bias(size_t n, const struct kiln_lo
     return s;
 }
 
-struct kiln_sampler *kiln_sampler_chain_new(void) { return stage_new(ST_CHAIN); }
+struct kiln_sampler *kiln_sampler_chain_new(void) {
+    return stage_new(ST_CHAIN);
+}
 
 bool kiln_sampler_chain_add(struct kiln_sampler *chain, struct kiln_sampler *stage) {
     if (!stage) return false; /* the failed init left its message */
@@ -567,8 +582,10 @@ static int cmp_i32(const void *pa, const void *pb) {
 }
 
 static void penalize(const struct kiln_sampler *s, float *l, int32_t count) {
-    if (*l <= 0.0f) *l *= s->repeat;
-    else *l /= s->repeat;
+    if (*l <= 0.0f)
+        *l *= s->repeat;
+    else
+        *l /= s->repeat;
     *l -= (float)count * s->freq + s->present;
 }
 
@@ -619,15 +636,33 @@ static void apply_stage(struct kiln_sampler *s, struct kiln_candidates *c, struc
     case ST_CHAIN:
         for (int i = 0; i < s->n_stages; i++) apply_stage(s->stages[i], c, w);
         break;
-    case ST_GREEDY: apply_greedy(c); break;
-    case ST_DIST: apply_dist(s, c); break;
-    case ST_TEMP: apply_temp(s->f, c); break;
-    case ST_TOP_K: apply_top_k(s->k, c); break;
-    case ST_TOP_P: apply_top_p(s, c); break;
-    case ST_MIN_P: apply_min_p(s, c); break;
-    case ST_TYPICAL: apply_typical(s, c, w); break;
-    case ST_PENALTIES: apply_penalties(s, c); break;
-    case ST_LOGIT_BIAS: apply_logit_bias(s, c); break;
+    case ST_GREEDY:
+        apply_greedy(c);
+        break;
+    case ST_DIST:
+        apply_dist(s, c);
+        break;
+    case ST_TEMP:
+        apply_temp(s->f, c);
+        break;
+    case ST_TOP_K:
+        apply_top_k(s->k, c);
+        break;
+    case ST_TOP_P:
+        apply_top_p(s, c);
+        break;
+    case ST_MIN_P:
+        apply_min_p(s, c);
+        break;
+    case ST_TYPICAL:
+        apply_typical(s, c, w);
+        break;
+    case ST_PENALTIES:
+        apply_penalties(s, c);
+        break;
+    case ST_LOGIT_BIAS:
+        apply_logit_bias(s, c);
+        break;
     }
 }
 
@@ -732,7 +767,8 @@ struct sbuf {
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static void sb_printf(struct sbuf *b, const char *fmt, ...) {
+static void
+sb_printf(struct sbuf *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     char *at = b->len < b->size ? b->buf + b->len : NULL;
@@ -749,18 +785,34 @@ static void describe(const struct kiln_sampler *s, struct sbuf *b) {
             describe(s->stages[i], b);
         }
         break;
-    case ST_GREEDY: sb_printf(b, "greedy"); break;
-    case ST_DIST: sb_printf(b, "dist(seed=%u)", (unsigned)s->seed); break;
-    case ST_TEMP: sb_printf(b, "temp(%.3f)", (double)s->f); break;
-    case ST_TOP_K: sb_printf(b, "top-k(%d)", (int)s->k); break;
-    case ST_TOP_P: sb_printf(b, "top-p(%.3f)", (double)s->f); break;
-    case ST_MIN_P: sb_printf(b, "min-p(%.3f)", (double)s->f); break;
-    case ST_TYPICAL: sb_printf(b, "typical(%.3f)", (double)s->f); break;
-    case ST_PENALTIES:
-        sb_printf(b, "penalties(last_n=%d repeat=%.3f freq=%.3f present=%.3f)", (int)s->last_n, (double)s->repeat,
-                  (double)s->freq, (double)s->present);
+    case ST_GREEDY:
+        sb_printf(b, "greedy");
         break;
-    case ST_LOGIT_BIAS: sb_printf(b, "logit-bias(%zu)", s->n_bias); break;
+    case ST_DIST:
+        sb_printf(b, "dist(seed=%u)", (unsigned)s->seed);
+        break;
+    case ST_TEMP:
+        sb_printf(b, "temp(%.3f)", (double)s->f);
+        break;
+    case ST_TOP_K:
+        sb_printf(b, "top-k(%d)", (int)s->k);
+        break;
+    case ST_TOP_P:
+        sb_printf(b, "top-p(%.3f)", (double)s->f);
+        break;
+    case ST_MIN_P:
+        sb_printf(b, "min-p(%.3f)", (double)s->f);
+        break;
+    case ST_TYPICAL:
+        sb_printf(b, "typical(%.3f)", (double)s->f);
+        break;
+    case ST_PENALTIES:
+        sb_printf(b, "penalties(last_n=%d repeat=%.3f freq=%.3f present=%.3f)", (int)s->last_n,
+                  (double)s->repeat, (double)s->freq, (double)s->present);
+        break;
+    case ST_LOGIT_BIAS:
+        sb_printf(b, "logit-bias(%zu)", s->n_bias);
+        break;
     }
 }
 
@@ -797,10 +849,10 @@ struct kiln_sampling_params kiln_sampling_default_params(void) {
  * message names the first bad one even for stages the chain leaves out. */
 static bool check_params(const struct kiln_sampling_params *p) {
     struct kiln_sampler *t[] = {NULL};
-#define CHECK_STAGE(expr)                 \
-    do {                                  \
-        if (!(t[0] = (expr))) return false; \
-        kiln_sampler_free(t[0]);          \
+#define CHECK_STAGE(expr)                                                                                    \
+    do {                                                                                                     \
+        if (!(t[0] = (expr))) return false;                                                                  \
+        kiln_sampler_free(t[0]);                                                                             \
     } while (0)
     CHECK_STAGE(kiln_sampler_init_top_k(p->top_k));
     CHECK_STAGE(kiln_sampler_init_top_p(p->top_p, p->min_keep));
@@ -811,7 +863,8 @@ static bool check_params(const struct kiln_sampling_params *p) {
     CHECK_STAGE(kiln_sampler_init_logit_bias(p->n_logit_bias, p->logit_bias));
 #undef CHECK_STAGE
     if (p->penalty_last_n < 0 || p->penalty_last_n > PENALTY_LAST_N_MAX) {
-        set_err("penalty window (last_n) must be in [0, %d], got %d", PENALTY_LAST_N_MAX, (int)p->penalty_last_n);
+        set_err("penalty window (last_n) must be in [0, %d], got %d", PENALTY_LAST_N_MAX,
+                (int)p->penalty_last_n);
         return false;
     }
     return true;
@@ -828,18 +881,21 @@ struct kiln_sampler *kiln_sampler_from_params(const struct kiln_sampling_params 
     bool penalties_on = p->penalty_last_n != 0 &&
                         (p->penalty_repeat != 1.0f || p->penalty_freq != 0.0f || p->penalty_present != 0.0f);
     bool ok = true;
-    if (p->n_logit_bias) ok = kiln_sampler_chain_add(c, kiln_sampler_init_logit_bias(p->n_logit_bias, p->logit_bias));
+    if (p->n_logit_bias)
+        ok = kiln_sampler_chain_add(c, kiln_sampler_init_logit_bias(p->n_logit_bias, p->logit_bias));
     if (ok && penalties_on)
-        ok = kiln_sampler_chain_add(
-            c, kiln_sampler_init_penalties(p->penalty_last_n, p->penalty_repeat, p->penalty_freq, p->penalty_present));
+        ok = kiln_sampler_chain_add(c, kiln_sampler_init_penalties(p->penalty_last_n, p->penalty_repeat,
+                                                                   p->penalty_freq, p->penalty_present));
     if (ok && p->temp == 0.0f) {
         ok = kiln_sampler_chain_add(c, kiln_sampler_init_greedy());
     } else if (ok) {
         if (ok && p->top_k > 0) ok = kiln_sampler_chain_add(c, kiln_sampler_init_top_k(p->top_k));
         if (ok && p->typical_p < 1.0f)
             ok = kiln_sampler_chain_add(c, kiln_sampler_init_typical(p->typical_p, p->min_keep));
-        if (ok && p->top_p < 1.0f) ok = kiln_sampler_chain_add(c, kiln_sampler_init_top_p(p->top_p, p->min_keep));
-        if (ok && p->min_p > 0.0f) ok = kiln_sampler_chain_add(c, kiln_sampler_init_min_p(p->min_p, p->min_keep));
+        if (ok && p->top_p < 1.0f)
+            ok = kiln_sampler_chain_add(c, kiln_sampler_init_top_p(p->top_p, p->min_keep));
+        if (ok && p->min_p > 0.0f)
+            ok = kiln_sampler_chain_add(c, kiln_sampler_init_min_p(p->min_p, p->min_keep));
         if (ok) ok = kiln_sampler_chain_add(c, kiln_sampler_init_temp(p->temp));
         if (ok) ok = kiln_sampler_chain_add(c, kiln_sampler_init_dist(p->seed));
     }
