@@ -185,6 +185,58 @@ static void pack_2bit(const uint8_t *L, uint8_t *qs) {
             qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
 }
 
+/* ------------------------------------------------------------------ unpacking */
+
+/* Quants of one super-block as plain bytes in element order. Written as
+ * loops over 32 lanes so that compilers vectorize them; the dequantizers and
+ * dot products below share them. */
+
+/* 2-bit fields: element 128h + 32k + l is bits 2k..2k+1 of byte 32h + l. */
+static void unpack_2bit(const uint8_t *qs, uint8_t *q) {
+    for (int h = 0; h < 2; h++, q += 128, qs += 32)
+        for (int l = 0; l < 32; l++) {
+            q[l] = qs[l] & 3;
+            q[l + 32] = (qs[l] >> 2) & 3;
+            q[l + 64] = (qs[l] >> 4) & 3;
+            q[l + 96] = qs[l] >> 6;
+        }
+}
+
+/* Q3_K: 2 low bits as above, minus 4 where the element's hmask bit (byte e%32, bit e/32) is clear. */
+static void unpack_q3_K(const kt_block_q3_K *b, int8_t *q) {
+    uint8_t lo[KT_QK_K];
+    unpack_2bit(b->qs, lo);
+    for (int k = 0; k < 8; k++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t v = (uint8_t)(lo[32 * k + l] | (((b->hmask[l] >> k) & 1) << 2)); /* 0..7 */
+            q[32 * k + l] = (int8_t)(v - 4);
+        }
+}
+
+/* Q6_K: element 128h + 32k + l: low nibble from ql[64h + l + 32(k&1)] (high nibble if k >= 2),
+ * 2 high bits from qh[32h + l] at bits 2k; stored +32. */
+static void unpack_q6_K(const kt_block_q6_K *b, int8_t *q) {
+    const uint8_t *ql = b->ql, *qh = b->qh;
+    for (int h = 0; h < 2; h++, q += 128, ql += 64, qh += 32)
+        for (int l = 0; l < 32; l++) {
+            q[l] = (int8_t)(((ql[l] & 0xf) | ((qh[l] & 3) << 4)) - 32);
+            q[l + 32] = (int8_t)(((ql[l + 32] & 0xf) | (((qh[l] >> 2) & 3) << 4)) - 32);
+            q[l + 64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+            q[l + 96] = (int8_t)(((ql[l + 32] >> 4) | ((qh[l] >> 6) << 4)) - 32);
+        }
+}
+
+static int dot_u8_i8(const uint8_t *a, const int8_t *b, int n) {
+    int s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+static int dot_i8_i8(const int8_t *a, const int8_t *b, int n) {
+    int s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
 /* ------------------------------------------------------------------ Q2_K */
 
 void kt_quantize_row_q2_K_ref(const float *restrict x, void *restrict vy, int64_t n) {
@@ -231,15 +283,17 @@ void kt_quantize_row_q2_K_ref(const float *restrict x, void *restrict vy, int64_
 
 void kt_dequantize_row_q2_K(const void *restrict vx, float *restrict y, int64_t n) {
     const kt_block_q2_K *x = vx;
+    uint8_t q[KT_QK_K];
     for (int64_t i = 0; i < n / KT_QK_K; i++) {
         const float d = kt_h2f(x[i].d), dmin = kt_h2f(x[i].dmin);
-        /* element e: sub-block e/16, byte (e/128)*32 + e%32, bit pair (e/32)%4 */
-        for (int e = 0; e < KT_QK_K; e++) {
-            const uint8_t sc = x[i].scales[e / 16];
-            const int q = (x[i].qs[(e / 128) * 32 + e % 32] >> (2 * ((e / 32) % 4))) & 3;
+        unpack_2bit(x[i].qs, q);
+        for (int j = 0; j < KT_QK_K / 16; j++) {
+            const uint8_t sc = x[i].scales[j];
             const float dl = d * (float)(sc & 0xf), ml = dmin * (float)(sc >> 4);
-            const float v = dl * (float)q;
-            *y++ = v - ml;
+            for (int l = 0; l < 16; l++) {
+                const float v = dl * (float)q[16 * j + l];
+                *y++ = v - ml;
+            }
         }
     }
 }
@@ -294,13 +348,13 @@ void kt_quantize_row_q3_K_ref(const float *restrict x, void *restrict vy, int64_
 
 void kt_dequantize_row_q3_K(const void *restrict vx, float *restrict y, int64_t n) {
     const kt_block_q3_K *x = vx;
+    int8_t q[KT_QK_K];
     for (int64_t i = 0; i < n / KT_QK_K; i++) {
         const float d = kt_h2f(x[i].d);
-        for (int e = 0; e < KT_QK_K; e++) {
-            const float dl = d * (float)kt_q3k_scale(e / 16, x[i].scales);
-            int q = (x[i].qs[(e / 128) * 32 + e % 32] >> (2 * ((e / 32) % 4))) & 3;
-            if (!(x[i].hmask[e % 32] & (1u << (e / 32)))) q -= 4;
-            *y++ = dl * (float)q;
+        unpack_q3_K(&x[i], q);
+        for (int j = 0; j < KT_QK_K / 16; j++) {
+            const float dl = d * (float)kt_q3k_scale(j, x[i].scales);
+            for (int l = 0; l < 16; l++) *y++ = dl * (float)q[16 * j + l];
         }
     }
 }
@@ -465,14 +519,13 @@ void kt_quantize_row_q6_K_ref(const float *restrict x, void *restrict vy, int64_
 
 void kt_dequantize_row_q6_K(const void *restrict vx, float *restrict y, int64_t n) {
     const kt_block_q6_K *x = vx;
+    int8_t q[KT_QK_K];
     for (int64_t i = 0; i < n / KT_QK_K; i++) {
         const float d = kt_h2f(x[i].d);
-        for (int e = 0; e < KT_QK_K; e++) {
-            const int h = e / 128, k = (e / 32) % 4, l = e % 32;
-            const int lo = (x[i].ql[64 * h + l + 32 * (k & 1)] >> (4 * (k >> 1))) & 0xf;
-            const int hi = (x[i].qh[32 * h + l] >> (2 * k)) & 3;
-            const float ds = d * (float)x[i].scales[e / 16]; /* (d*scale)*q: the reference's order */
-            *y++ = ds * (float)((lo | (hi << 4)) - 32);
+        unpack_q6_K(&x[i], q);
+        for (int j = 0; j < KT_QK_K / 16; j++) {
+            const float ds = d * (float)x[i].scales[j]; /* (d*scale)*q: the reference's order */
+            for (int l = 0; l < 16; l++) *y++ = ds * (float)q[16 * j + l];
         }
     }
 }
@@ -521,15 +574,14 @@ void kt_dequantize_row_q8_K(const void *restrict vx, float *restrict y, int64_t 
 void kt_vec_dot_q2_K_q8_K(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const kt_block_q2_K *x = vx;
     const kt_block_q8_K *y = vy;
+    uint8_t q[KT_QK_K];
     float sum = 0.0f;
     for (int64_t i = 0; i < n / KT_QK_K; i++) {
+        unpack_2bit(x[i].qs, q);
         int isum = 0, msum = 0;
         for (int j = 0; j < 16; j++) {
             const uint8_t sc = x[i].scales[j];
-            int sub = 0;
-            for (int e = 16 * j; e < 16 * j + 16; e++)
-                sub += y[i].qs[e] * ((x[i].qs[(e / 128) * 32 + e % 32] >> (2 * ((e / 32) % 4))) & 3);
-            isum += (sc & 0xf) * sub;
+            isum += (sc & 0xf) * dot_u8_i8(q + 16 * j, y[i].qs + 16 * j, 16);
             msum += (sc >> 4) * y[i].bsums[j];
         }
         sum += y[i].d * kt_h2f(x[i].d) * (float)isum - y[i].d * kt_h2f(x[i].dmin) * (float)msum;
@@ -540,18 +592,12 @@ void kt_vec_dot_q2_K_q8_K(int64_t n, float *restrict s, const void *restrict vx,
 void kt_vec_dot_q3_K_q8_K(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const kt_block_q3_K *x = vx;
     const kt_block_q8_K *y = vy;
+    int8_t q[KT_QK_K];
     float sum = 0.0f;
     for (int64_t i = 0; i < n / KT_QK_K; i++) {
+        unpack_q3_K(&x[i], q);
         int isum = 0;
-        for (int j = 0; j < 16; j++) {
-            int sub = 0;
-            for (int e = 16 * j; e < 16 * j + 16; e++) {
-                int q = (x[i].qs[(e / 128) * 32 + e % 32] >> (2 * ((e / 32) % 4))) & 3;
-                if (!(x[i].hmask[e % 32] & (1u << (e / 32)))) q -= 4;
-                sub += q * y[i].qs[e];
-            }
-            isum += kt_q3k_scale(j, x[i].scales) * sub;
-        }
+        for (int j = 0; j < 16; j++) isum += kt_q3k_scale(j, x[i].scales) * dot_i8_i8(q + 16 * j, y[i].qs + 16 * j, 16);
         sum += kt_h2f(x[i].d) * y[i].d * (float)isum;
     }
     *s = sum;
@@ -605,19 +651,12 @@ void kt_vec_dot_q5_K_q8_K(int64_t n, float *restrict s, const void *restrict vx,
 void kt_vec_dot_q6_K_q8_K(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const kt_block_q6_K *x = vx;
     const kt_block_q8_K *y = vy;
+    int8_t q[KT_QK_K];
     float sum = 0.0f;
     for (int64_t i = 0; i < n / KT_QK_K; i++) {
+        unpack_q6_K(&x[i], q);
         int isum = 0;
-        for (int j = 0; j < 16; j++) {
-            int sub = 0;
-            for (int e = 16 * j; e < 16 * j + 16; e++) {
-                const int h = e / 128, k = (e / 32) % 4, l = e % 32;
-                const int lo = (x[i].ql[64 * h + l + 32 * (k & 1)] >> (4 * (k >> 1))) & 0xf;
-                const int hi = (x[i].qh[32 * h + l] >> (2 * k)) & 3;
-                sub += ((lo | (hi << 4)) - 32) * y[i].qs[e];
-            }
-            isum += x[i].scales[j] * sub;
-        }
+        for (int j = 0; j < 16; j++) isum += x[i].scales[j] * dot_i8_i8(q + 16 * j, y[i].qs + 16 * j, 16);
         sum += kt_h2f(x[i].d) * y[i].d * (float)isum;
     }
     *s = sum;
