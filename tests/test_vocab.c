@@ -152,6 +152,49 @@ static void edge_cases(const char *shared, const char *name, bool spm, bool wpm)
     gguf_close(g);
 }
 
+/* ---- random bytes (mostly UTF-8, spaces, specials' text): any input gives valid ids,
+ * the same ids twice, and text back without error */
+static void random_inputs(const char *shared, const char *name) {
+    struct gguf_file *g;
+    struct kiln_vocab *v = open_vocab(shared, name, &g);
+    if (!v) {
+        gguf_close(g);
+        return;
+    }
+    static const char *bits[] = {" ", "  ", "\n", "\t", "a", "Z", "7", "'s", "\xc3\xa9", "\xe2\x96\x81",
+                                 "\xe4\xb8\xad", "\xf0\x9f\x99\x82", "\xe2\x80\x8d", "<s>", "</s>",
+                                 "<|endoftext|>", "[CLS]", "\xc2\xa0", "\x00", "\xff", "\x80", "\xf0\x9f"};
+    uint64_t seed = 12345;
+    bool ok = true;
+    char text[512];
+    int32_t ids[1024], ids2[1024];
+    char back[8192];
+    for (int r = 0; r < 300 && ok; r++) {
+        size_t n = 0;
+        int k = (int)(tu_rand_u64(&seed) % 40);
+        for (int j = 0; j < k; j++) {
+            uint64_t x = tu_rand_u64(&seed);
+            if (x % 5 == 0) {
+                text[n++] = (char)(x >> 8); /* any byte */
+            } else {
+                const char *b = bits[(x >> 8) % (sizeof bits / sizeof bits[0])];
+                size_t bl = b[0] ? strlen(b) : 1; /* "\x00" is one NUL byte */
+                memcpy(text + n, b, bl);
+                n += bl;
+            }
+        }
+        bool add = tu_rand_u64(&seed) & 1, special = tu_rand_u64(&seed) & 1;
+        int64_t c = kiln_tokenize(v, text, n, ids, 1024, add, special);
+        int64_t c2 = kiln_tokenize(v, text, n, ids2, 1024, add, special);
+        ok = c >= 0 && c == c2 && !memcmp(ids, ids2, (size_t)c * sizeof *ids);
+        for (int64_t i = 0; ok && i < c; i++) ok = ids[i] >= 0 && ids[i] < kiln_vocab_n_tokens(v);
+        if (ok) ok = kiln_detokenize(v, ids, c, back, sizeof back, add, special) >= 0;
+        CHECKF(ok, "%s: random input %d", name, r);
+    }
+    kiln_vocab_free(v);
+    gguf_close(g);
+}
+
 /* ---- concurrency: many threads, one vocab, same answers */
 struct job {
     const struct kiln_vocab *v;
@@ -236,6 +279,9 @@ int main(void) {
     edge_cases(shared, "deepseek-llm", false, false);
     edge_cases(shared, "falcon", false, false);
     edge_cases(shared, "bert-bge", false, true);
+    static const char *all[] = {"llama-spm", "phi-3", "gpt-2", "llama-bpe", "qwen2", "falcon", "mpt",
+                                "starcoder", "refact", "deepseek-llm", "deepseek-coder", "bert-bge"};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) random_inputs(shared, all[i]);
     threads(shared, "llama-bpe");
     threads(shared, "llama-spm");
     threads(shared, "deepseek-coder");
