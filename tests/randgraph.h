@@ -164,4 +164,138 @@ static float *rg_values(const struct kt_tensor *t) {
     return v;
 }
 
+/* ---- the overlap check */
+
+#define RG_FOREVER (1 << 30)
+
+static bool rg_inplace_op(enum kt_op op) {
+    switch (op) {
+    case KT_OP_ADD: case KT_OP_SUB: case KT_OP_MUL: case KT_OP_DIV: case KT_OP_SCALE: case KT_OP_SQR:
+    case KT_OP_SQRT: case KT_OP_SILU: case KT_OP_GELU: case KT_OP_RELU: case KT_OP_SWIGLU: case KT_OP_RMS_NORM:
+    case KT_OP_NORM: case KT_OP_SOFT_MAX: case KT_OP_ROPE: case KT_OP_DIAG_MASK_INF:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static struct kt_tensor *rg_root(struct kt_tensor *t) { return t->view_src ? t->view_src : t; }
+
+struct rg_life {
+    struct kt_tensor *t;
+    int def, last;
+};
+
+/* The one legal sharing: node y, element-wise, writes over x (same bytes) at x's last use. */
+static bool rg_written_over(const struct rg_life *x, const struct rg_life *y) {
+    struct kt_tensor *n = y->t;
+    if (y->def != x->last || x->def < 0 || !rg_inplace_op(n->op)) return false;
+    if (n->data != x->t->data || kt_nbytes(n) > kt_nbytes(x->t)) return false;
+    for (int j = 0; j < KT_MAX_SRC; j++)
+        if (n->src[j] && rg_root(n->src[j]) == x->t) return true;
+    return false;
+}
+
+/* No two tensors of gf placed in buf (not views) overlap in memory while both are alive;
+ * lifetimes come from the node order alone: from the node that writes a tensor (leafs and
+ * inputs: before the first node) to the last node that reads it or a view of it (never
+ * ending for outputs and for what nothing reads). Returns the in-place hand-overs seen. */
+static int rg_check_lifetimes(struct kt_cgraph *gf, struct kt_buffer *buf, int seed) {
+    static struct rg_life L[8192];
+    int n = 0;
+    const uint8_t *base = kt_buffer_base(buf);
+    for (int pass = 0; pass < 2; pass++) {
+        int cnt = pass ? gf->n_nodes : gf->n_leafs;
+        for (int i = 0; i < cnt && n < 8192; i++) {
+            struct kt_tensor *t = pass ? gf->nodes[i] : gf->leafs[i];
+            if (t->view_src || t->buffer != buf) continue;
+            bool early = !pass || (t->flags & KT_FLAG_INPUT);
+            L[n++] = (struct rg_life){t, early ? -1 : i, early ? -1 : i};
+        }
+    }
+    /* readers of a root: any node with it (or a view of it) as a source; views or roots that
+     * nobody reads, and outputs, are read after the graph */
+    for (int k = 0; k < gf->n_nodes; k++) {
+        struct kt_tensor *node = gf->nodes[k];
+        for (int j = 0; j < KT_MAX_SRC; j++) {
+            if (!node->src[j]) continue;
+            struct kt_tensor *r = rg_root(node->src[j]);
+            for (int q = 0; q < n; q++)
+                if (L[q].t == r && L[q].last < k) L[q].last = k;
+        }
+        bool read = false;
+        for (int m = k + 1; m < gf->n_nodes && !read; m++)
+            for (int j = 0; j < KT_MAX_SRC; j++) read |= gf->nodes[m]->src[j] == node;
+        if (!read || (node->flags & KT_FLAG_OUTPUT)) {
+            struct kt_tensor *r = rg_root(node);
+            for (int q = 0; q < n; q++)
+                if (L[q].t == r) L[q].last = RG_FOREVER;
+        }
+    }
+    int inplace = 0;
+    for (int a = 0; a < n; a++) {
+        const uint8_t *a0 = L[a].t->data, *a1 = a0 + kt_nbytes(L[a].t);
+        CHECKF(a0 >= base && a1 <= base + kt_buffer_size(buf), "seed %d: '%s' outside the buffer", seed,
+               L[a].t->name);
+        for (int b = a + 1; b < n; b++) {
+            const uint8_t *b0 = L[b].t->data, *b1 = b0 + kt_nbytes(L[b].t);
+            if (!(a0 < b1 && b0 < a1)) continue;
+            if (L[a].last < L[b].def || L[b].last < L[a].def) continue;
+            if (rg_written_over(&L[a], &L[b]) || rg_written_over(&L[b], &L[a])) {
+                inplace++;
+                continue;
+            }
+            CHECKF(false, "seed %d: '%s' [%d,%d] and '%s' [%d,%d] overlap in memory", seed, L[a].t->name, L[a].def,
+                   L[a].last, L[b].t->name, L[b].def, L[b].last);
+        }
+    }
+    return inplace;
+}
+
+/* ---- results of a run, and the reference run */
+
+struct rg_run {
+    int n_sinks;
+    float *v[64];
+    int64_t n[64];
+};
+
+static void rg_run_free(struct rg_run *r) {
+    for (int i = 0; i < r->n_sinks; i++) free(r->v[i]);
+    r->n_sinks = 0;
+}
+
+static void rg_collect(struct rg_graph *g, struct rg_run *r) {
+    r->n_sinks = g->n_sinks;
+    for (int i = 0; i < g->n_sinks; i++) {
+        r->v[i] = rg_values(g->sinks[i]);
+        r->n[i] = kt_nelements(g->sinks[i]);
+    }
+}
+
+/* Every tensor with its own memory: the reference. */
+static bool rg_run_plain(uint64_t seed, int n_ops, int64_t n_tok, int n_threads, struct rg_run *out) {
+    struct kt_context *ctx = kt_init((struct kt_init_params){.mem_size = 128u << 20});
+    struct rg_graph g;
+    bool ok = ctx && rg_build(ctx, ctx, seed, n_ops, n_tok, &g);
+    if (ok) {
+        rg_fill(g.gf, seed);
+        ok = kt_graph_compute_with_ctx(ctx, g.gf, n_threads) == KT_STATUS_SUCCESS;
+    }
+    if (ok) rg_collect(&g, out);
+    else fprintf(stderr, "plain run of seed %llu: %s\n", (unsigned long long)seed, kt_last_error());
+    kt_free(ctx);
+    return ok;
+}
+
+static bool rg_same(const struct rg_run *a, const struct rg_run *b, uint64_t seed) {
+    if (a->n_sinks != b->n_sinks) return false;
+    for (int i = 0; i < a->n_sinks; i++)
+        if (a->n[i] != b->n[i] || memcmp(a->v[i], b->v[i], (size_t)a->n[i] * sizeof(float))) {
+            fprintf(stderr, "seed %llu: result %d differs\n", (unsigned long long)seed, i);
+            return false;
+        }
+    return true;
+}
+
 #endif

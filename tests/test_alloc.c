@@ -15,132 +15,6 @@
 #ifndef N_THREADS
 #define N_THREADS 2
 #endif
-#define BIG (1 << 30)
-
-static bool is_inplace_op(enum kt_op op) {
-    switch (op) {
-    case KT_OP_ADD: case KT_OP_SUB: case KT_OP_MUL: case KT_OP_DIV: case KT_OP_SCALE: case KT_OP_SQR:
-    case KT_OP_SQRT: case KT_OP_SILU: case KT_OP_GELU: case KT_OP_RELU: case KT_OP_SWIGLU: case KT_OP_RMS_NORM:
-    case KT_OP_NORM: case KT_OP_SOFT_MAX: case KT_OP_ROPE: case KT_OP_DIAG_MASK_INF:
-        return true;
-    default:
-        return false;
-    }
-}
-
-static struct kt_tensor *root_of(struct kt_tensor *t) { return t->view_src ? t->view_src : t; }
-
-struct life {
-    struct kt_tensor *t;
-    int def, last;
-};
-
-/* The one legal sharing: node y, element-wise, writes over x (same bytes) at x's last use. */
-static bool written_over(const struct life *x, const struct life *y) {
-    struct kt_tensor *n = y->t;
-    if (y->def != x->last || x->def < 0 || !is_inplace_op(n->op)) return false;
-    if (n->data != x->t->data || kt_nbytes(n) > kt_nbytes(x->t)) return false;
-    for (int j = 0; j < KT_MAX_SRC; j++)
-        if (n->src[j] && root_of(n->src[j]) == x->t) return true;
-    return false;
-}
-
-/* Checks (1) for one allocated graph; returns the number of in-place hand-overs seen. */
-static int check_lifetimes(struct kt_cgraph *gf, struct kt_buffer *buf, int seed) {
-    static struct life L[8192];
-    int n = 0;
-    const uint8_t *base = kt_buffer_base(buf);
-    for (int pass = 0; pass < 2; pass++) {
-        int cnt = pass ? gf->n_nodes : gf->n_leafs;
-        for (int i = 0; i < cnt && n < 8192; i++) {
-            struct kt_tensor *t = pass ? gf->nodes[i] : gf->leafs[i];
-            if (t->view_src || t->buffer != buf) continue;
-            bool early = !pass || (t->flags & KT_FLAG_INPUT);
-            L[n++] = (struct life){t, early ? -1 : i, early ? -1 : i};
-        }
-    }
-    /* readers of a root: any node with it (or a view of it) as a source; views or roots that
-     * nobody reads, and outputs, are read after the graph */
-    for (int k = 0; k < gf->n_nodes; k++) {
-        struct kt_tensor *node = gf->nodes[k];
-        for (int j = 0; j < KT_MAX_SRC; j++) {
-            if (!node->src[j]) continue;
-            struct kt_tensor *r = root_of(node->src[j]);
-            for (int q = 0; q < n; q++)
-                if (L[q].t == r && L[q].last < k) L[q].last = k;
-        }
-        bool read = false;
-        for (int m = k + 1; m < gf->n_nodes && !read; m++)
-            for (int j = 0; j < KT_MAX_SRC; j++) read |= gf->nodes[m]->src[j] == node;
-        if (!read || (node->flags & KT_FLAG_OUTPUT)) {
-            struct kt_tensor *r = root_of(node);
-            for (int q = 0; q < n; q++)
-                if (L[q].t == r) L[q].last = BIG;
-        }
-    }
-    int inplace = 0;
-    for (int a = 0; a < n; a++) {
-        const uint8_t *a0 = L[a].t->data, *a1 = a0 + kt_nbytes(L[a].t);
-        CHECKF(a0 >= base && a1 <= base + kt_buffer_size(buf), "seed %d: '%s' outside the buffer", seed,
-               L[a].t->name);
-        for (int b = a + 1; b < n; b++) {
-            const uint8_t *b0 = L[b].t->data, *b1 = b0 + kt_nbytes(L[b].t);
-            if (!(a0 < b1 && b0 < a1)) continue;
-            if (L[a].last < L[b].def || L[b].last < L[a].def) continue;
-            if (written_over(&L[a], &L[b]) || written_over(&L[b], &L[a])) {
-                inplace++;
-                continue;
-            }
-            CHECKF(false, "seed %d: '%s' [%d,%d] and '%s' [%d,%d] overlap in memory", seed, L[a].t->name, L[a].def,
-                   L[a].last, L[b].t->name, L[b].def, L[b].last);
-        }
-    }
-    return inplace;
-}
-
-struct run {
-    int n_sinks;
-    float *v[64];
-    int64_t n[64];
-};
-
-static void run_free(struct run *r) {
-    for (int i = 0; i < r->n_sinks; i++) free(r->v[i]);
-    r->n_sinks = 0;
-}
-
-static void collect(struct rg_graph *g, struct run *r) {
-    r->n_sinks = g->n_sinks;
-    for (int i = 0; i < g->n_sinks; i++) {
-        r->v[i] = rg_values(g->sinks[i]);
-        r->n[i] = kt_nelements(g->sinks[i]);
-    }
-}
-
-/* Every tensor with its own memory: the reference. */
-static bool run_plain(uint64_t seed, int n_ops, int64_t n_tok, struct run *out) {
-    struct kt_context *ctx = kt_init((struct kt_init_params){.mem_size = 128u << 20});
-    struct rg_graph g;
-    bool ok = ctx && rg_build(ctx, ctx, seed, n_ops, n_tok, &g);
-    if (ok) {
-        rg_fill(g.gf, seed);
-        ok = kt_graph_compute_with_ctx(ctx, g.gf, N_THREADS) == KT_STATUS_SUCCESS;
-    }
-    if (ok) collect(&g, out);
-    else fprintf(stderr, "plain run of seed %llu: %s\n", (unsigned long long)seed, kt_last_error());
-    kt_free(ctx);
-    return ok;
-}
-
-static bool same_results(const struct run *a, const struct run *b, uint64_t seed) {
-    if (a->n_sinks != b->n_sinks) return false;
-    for (int i = 0; i < a->n_sinks; i++)
-        if (a->n[i] != b->n[i] || memcmp(a->v[i], b->v[i], (size_t)a->n[i] * sizeof(float))) {
-            fprintf(stderr, "seed %llu: result %d differs\n", (unsigned long long)seed, i);
-            return false;
-        }
-    return true;
-}
 
 struct stats {
     int inplace;
@@ -151,8 +25,8 @@ struct stats {
  * check (1) and (2). */
 static void run_galloc(struct kt_gallocr *ga, struct kt_backend *be, uint64_t seed, int n_ops, int64_t n_tok,
                        struct stats *st) {
-    struct run want = {0}, got = {0};
-    if (!run_plain(seed, n_ops, n_tok, &want)) {
+    struct rg_run want = {0}, got = {0};
+    if (!rg_run_plain(seed, n_ops, n_tok, N_THREADS, &want)) {
         CHECK(false);
         return;
     }
@@ -170,7 +44,7 @@ static void run_galloc(struct kt_gallocr *ga, struct kt_backend *be, uint64_t se
         for (int i = 0; i < g.gf->n_leafs; i++)
             if (!(g.gf->leafs[i]->flags & KT_FLAG_INPUT)) CHECK(g.gf->leafs[i]->buffer == wbuf);
         struct kt_buffer *buf = kt_gallocr_get_buffer(ga);
-        int ip = check_lifetimes(g.gf, buf, (int)seed);
+        int ip = rg_check_lifetimes(g.gf, buf, (int)seed);
         if (st) {
             st->inplace += ip;
             st->planned += kt_gallocr_get_buffer_size(ga);
@@ -181,11 +55,11 @@ static void run_galloc(struct kt_gallocr *ga, struct kt_backend *be, uint64_t se
         }
         rg_fill(g.gf, seed);
         CHECK(kt_backend_graph_compute(be, g.gf) == KT_STATUS_SUCCESS);
-        collect(&g, &got);
-        CHECK(same_results(&got, &want, seed));
+        rg_collect(&g, &got);
+        CHECK(rg_same(&got, &want, seed));
     }
-    run_free(&want);
-    run_free(&got);
+    rg_run_free(&want);
+    rg_run_free(&got);
     kt_buffer_free(wbuf);
     kt_free(ctx);
     kt_free(wctx);

@@ -111,6 +111,11 @@ bool kt_gallocr_plan(struct kt_gallocr *galloc, struct kt_cgraph *gf, kt_gallocr
                      bool assign);
 struct kt_buffer *kt_gallocr_get_buffer(const struct kt_gallocr *galloc);
 
+/* The scheduler's last plan, for tests that check it: the node order every backend's
+ * allocator planned (copies included), and backend i's allocator. */
+struct kt_cgraph *kt_sched_plan_graph(struct kt_sched *sched);
+struct kt_gallocr *kt_sched_gallocr(struct kt_sched *sched, int i);
+
 /* Root of a view chain (t itself when it is not a view). */
 static inline struct kt_tensor *kt_tensor_root(const struct kt_tensor *t) {
     return t->view_src ? t->view_src : (struct kt_tensor *)t;

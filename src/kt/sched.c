@@ -117,6 +117,7 @@ struct kt_sched {
 
     struct pmap map;  /* tensor -> backend id | NEED_ALLOC, for the graph being split */
     struct pmap pins; /* tensor -> backend id, set by the caller until reset */
+    struct pmap mark; /* tensor -> split that computes it (building the global order) */
 
     struct split *splits;
     int n_splits, splits_cap;
@@ -151,8 +152,9 @@ struct kt_sched *kt_sched_new(struct kt_backend **backends, int n_backends, int 
         kt_set_error("kt_sched_new: %d backends (1..%d allowed)", n_backends, MAX_BACKENDS);
         return NULL;
     }
-    if (!kt_backend_is_cpu(backends[n_backends - 1])) {
-        kt_set_error("kt_sched_new: the last backend must be a CPU backend (the fallback)");
+    struct kt_backend *last = backends[n_backends - 1];
+    if (!kt_backend_is_cpu(last) || !kt_backend_supports_buft(last, kt_cpu_buffer_type())) {
+        kt_set_error("kt_sched_new: the last backend must be a CPU backend reaching host memory (the fallback)");
         return NULL;
     }
     struct kt_sched *s = calloc(1, sizeof *s);
@@ -190,6 +192,7 @@ void kt_sched_free(struct kt_sched *s) {
     for (int i = 0; i < s->n_backends; i++) kt_gallocr_free(s->galloc[i]);
     pmap_free(&s->map);
     pmap_free(&s->pins);
+    pmap_free(&s->mark);
     free(s->splits);
     free(s->copies);
     free(s->rewrites);
@@ -224,6 +227,11 @@ struct kt_backend *kt_sched_get_tensor_backend(const struct kt_sched *s, const s
     const int *v = pmap_get(&s->map, t);
     if (!v) v = pmap_get(&s->pins, t);
     return v ? s->backends[*v & ID_MASK] : NULL;
+}
+
+struct kt_cgraph *kt_sched_plan_graph(struct kt_sched *s) { return &s->global; }
+struct kt_gallocr *kt_sched_gallocr(struct kt_sched *s, int i) {
+    return i >= 0 && i < s->n_backends ? s->galloc[i] : NULL;
 }
 
 int kt_sched_get_n_splits(const struct kt_sched *s) { return s->n_splits; }
@@ -375,8 +383,8 @@ static bool split_graph(struct kt_sched *s, struct kt_cgraph *gf) {
             cur->backend = id;
             continue;
         }
+        if (cur) cur->end = i; /* before growing: cur points into the old array */
         if (!grow((void **)&s->splits, &s->splits_cap, s->n_splits + 1, sizeof *s->splits)) return false;
-        if (cur) cur->end = i;
         s->splits[s->n_splits++] = (struct split){.backend = id, .first = i};
     }
     if (s->n_splits) {
@@ -408,16 +416,30 @@ static bool split_graph(struct kt_sched *s, struct kt_cgraph *gf) {
         sp->n_copies = s->n_copies - sp->first_copy;
     }
 
-    /* 4. the global order: each split's copies, then its nodes */
-    if (!grow((void **)&s->gnodes, &s->gnodes_cap, gf->n_nodes + s->n_copies, sizeof *s->gnodes)) return false;
+    /* 4. the global order: per split, the views its copies may read (views of memory from
+     * before the split), its copies, then its nodes. A copy is made at the split's start, so
+     * everything it reads must come before it for the allocators' liveness to be right. */
+    if (!grow((void **)&s->gnodes, &s->gnodes_cap, gf->n_nodes + s->n_copies, sizeof *s->gnodes) ||
+        !pmap_reserve(&s->mark, (size_t)gf->n_nodes))
+        return false;
+    pmap_clear(&s->mark);
     int n = 0;
     for (int k = 0; k < s->n_splits; k++) {
         struct split *sp = &s->splits[k];
+        /* mark what this split computes; a view op of unmarked memory moves to the front */
+        for (int i = sp->first; i < sp->end; i++) {
+            struct kt_tensor *t = gf->nodes[i];
+            const int *m = kt_is_view_op(t->op) ? pmap_get(&s->mark, t->src[0]) : NULL;
+            if (!kt_is_view_op(t->op) || (m && *m == k)) pmap_set(&s->mark, t, k);
+            else s->gnodes[n++] = t;
+        }
         for (int q = 0; q < sp->n_copies; q++) s->gnodes[n++] = s->copies[sp->first_copy + q];
         int start = n;
-        for (int i = sp->first; i < sp->end; i++) s->gnodes[n++] = gf->nodes[i];
-        sp->gf = (struct kt_cgraph){.size = sp->end - sp->first, .n_nodes = sp->end - sp->first};
-        sp->gf.nodes = s->gnodes + start;
+        for (int i = sp->first; i < sp->end; i++) {
+            const int *m = pmap_get(&s->mark, gf->nodes[i]);
+            if (m && *m == k) s->gnodes[n++] = gf->nodes[i];
+        }
+        sp->gf = (struct kt_cgraph){.size = n - start, .n_nodes = n - start, .nodes = s->gnodes + start};
     }
     s->global = (struct kt_cgraph){
         .size = n, .n_nodes = n, .n_leafs = gf->n_leafs, .nodes = s->gnodes, .leafs = gf->leafs};
