@@ -370,7 +370,7 @@ static void test_rope(void) {
         int64_t ne[4] = {d, 1 + rnd(5), 1 + rnd(6), 1};
         struct kt_rope_params rp = {
             .n_dims = (int32_t)((c / 4) % 3 == 2 ? d / 2 - (d / 2) % 2 : d), /* partial rotary every third */
-            .mode = (c / 2) % 2 ? KT_ROPE_NEOX : KT_ROPE_NORMAL,
+            .mode = (c / 4) % 2 ? KT_ROPE_NEOX : KT_ROPE_NORMAL,
             .freq_base = c % 3 == 0 ? 500000.0f : 10000.0f,
             .freq_scale = c % 5 == 0 ? 0.25f : 1.0f,
         };
@@ -777,6 +777,7 @@ int main(void) {
     setenv("KT_CPU_ISA", "ref", 1);
     pass_name = "KT_CPU_ISA=ref";
     test_unary();
+    test_rope();
     test_soft_max();
     kt_threadpool_free(pool);
     return tu_finish("test_ops");

@@ -33,7 +33,9 @@ static inline __m512 vexp(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
-static inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
+static inline __mmask16 tail_mask(int64_t left) {
+    return left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
+}
 
 /* x / (1 + e^-x): -0 for very negative x (e^-x = inf), x for large x */
 static inline __m512 vsilu(__m512 x) {
@@ -104,5 +106,40 @@ void kt_cpu_soft_max_row_avx512(int64_t n, float *y, const float *x, const void 
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 k = tail_mask(n - i);
         _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), inv));
+    }
+}
+
+/* Rotations as fmaf(x0, c, -(x1 s)) and fmaf(x0, s, x1 c), exactly the scalar path's
+ * arithmetic (which matches llama.cpp's), sixteen pairs at a time. */
+void kt_cpu_rope_row_avx512(int64_t n_pairs, bool neox, float *y, const float *x, const float *c, const float *s) {
+    for (int64_t i = 0; i < n_pairs; i += 16) {
+        const __mmask16 k = tail_mask(n_pairs - i);
+        const __m512 vc = _mm512_maskz_loadu_ps(k, c + i), vs = _mm512_maskz_loadu_ps(k, s + i);
+        __m512 x0, x1;
+        if (neox) {
+            x0 = _mm512_maskz_loadu_ps(k, x + i);
+            x1 = _mm512_maskz_loadu_ps(k, x + n_pairs + i);
+        } else {
+            /* de-interleave 16 pairs: evens to x0, odds to x1 */
+            const __mmask16 lo = tail_mask(2 * (n_pairs - i)), hi = tail_mask(2 * (n_pairs - i) - 16);
+            const __m512 a = _mm512_maskz_loadu_ps(lo, x + 2 * i), b = _mm512_maskz_loadu_ps(hi, x + 2 * i + 16);
+            const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+            const __m512i od = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+            x0 = _mm512_permutex2var_ps(a, ev, b);
+            x1 = _mm512_permutex2var_ps(a, od, b);
+        }
+        const __m512 neg = _mm512_xor_ps(_mm512_mul_ps(x1, vs), _mm512_set1_ps(-0.0f)); /* exact negation */
+        const __m512 y0 = _mm512_fmadd_ps(x0, vc, neg);
+        const __m512 y1 = _mm512_fmadd_ps(x0, vs, _mm512_mul_ps(x1, vc));
+        if (neox) {
+            _mm512_mask_storeu_ps(y + i, k, y0);
+            _mm512_mask_storeu_ps(y + n_pairs + i, k, y1);
+        } else {
+            const __mmask16 lo = tail_mask(2 * (n_pairs - i)), hi = tail_mask(2 * (n_pairs - i) - 16);
+            const __m512i il0 = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+            const __m512i il1 = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+            _mm512_mask_storeu_ps(y + 2 * i, lo, _mm512_permutex2var_ps(y0, il0, y1));
+            _mm512_mask_storeu_ps(y + 2 * i + 16, hi, _mm512_permutex2var_ps(y0, il1, y1));
+        }
     }
 }

@@ -3,6 +3,7 @@
  * and NeoX (pairs half a rotation apart) layouts, partial rotary dims and
  * linear frequency scaling. Rows are (head, token) pairs split across threads.
  */
+#include "ops_isa.h"
 #include "ops_util.h"
 
 /* cos/sin table for one position: pairs up to this many are cached on the stack,
@@ -13,7 +14,8 @@
  * Angle of pair i at position pos is pos * freq_scale * freq_base^(-2i/n_dims).
  * It is formed the way llama.cpp forms it (a running product theta *= base^(-2/n_dims)
  * starting at pos, then times freq_scale, all in float) so that our rotations, and
- * hence logits, agree with it to the last bits rather than just to float accuracy.
+ * hence logits, agree with it to the last bits rather than just to float accuracy
+ * (checked against llama.cpp v0.5.0's CPU library: every element bit-identical).
  */
 static void rope_angles(float pos, float freq_scale, float theta_scale, int64_t n_pairs, float *c, float *s) {
     float theta = pos;
@@ -45,6 +47,8 @@ void kt_cpu_rope(const struct kt_compute_params *p, struct kt_tensor *dst) {
     int64_t cached_i2 = -1, cached_i3 = -1;
 
     const size_t sa = a->nb[0], sd = dst->nb[0];
+    const bool simd = cached && a->type == KT_TYPE_F32 && dst->type == KT_TYPE_F32 && sa == sizeof(float) &&
+                      sd == sizeof(float) && kt_cpu_ops_use_avx512();
     int64_t r0, r1;
     kt_cpu_split_rows(p, kt_nrows(a), &r0, &r1);
     for (int64_t ir = r0; ir < r1; ir++) {
@@ -60,6 +64,11 @@ void kt_cpu_rope(const struct kt_compute_params *p, struct kt_tensor *dst) {
             rope_angles(fpos, rp.freq_scale, theta_scale, n_pairs, cache_c, cache_s);
             cached_i2 = i2;
             cached_i3 = i3;
+        }
+        if (simd) {
+            kt_cpu_rope_row_avx512(n_pairs, neox, (float *)y, (const float *)x, cache_c, cache_s);
+            if (n_dims < ne0 && x != y) memcpy(y + n_dims * sd, x + n_dims * sa, (size_t)(ne0 - n_dims) * sizeof(float));
+            continue;
         }
         float theta = fpos;
         /* pair i rotates elements (j0, j1); both are read before either is written,
@@ -79,8 +88,10 @@ void kt_cpu_rope(const struct kt_compute_params *p, struct kt_tensor *dst) {
             const int64_t j1 = neox ? i + n_pairs : 2 * i + 1;
             const float x0 = kt_cpu_load(a->type, x + j0 * sa);
             const float x1 = kt_cpu_load(a->type, x + j1 * sa);
-            kt_cpu_store(dst->type, y + j0 * sd, x0 * c - x1 * s);
-            kt_cpu_store(dst->type, y + j1 * sd, x0 * s + x1 * c);
+            /* fused as llama.cpp's CPU builds for FMA machines contract them: with this
+             * exact pairing the rotation is bit-identical to theirs */
+            kt_cpu_store(dst->type, y + j0 * sd, fmaf(x0, c, -(x1 * s)));
+            kt_cpu_store(dst->type, y + j1 * sd, fmaf(x0, s, x1 * c));
         }
         for (int64_t i0 = n_dims; i0 < ne0; i0++) {
             kt_cpu_store(dst->type, y + i0 * sd, kt_cpu_load(a->type, x + i0 * sa));
