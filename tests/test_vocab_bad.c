@@ -197,6 +197,11 @@ int main(void) {
         "granite-embed-multi-97m", "tiny_aya", "cohere2moe", "superbpe", "trillion", "granite-docling",
         "bailingmoe", "bailingmoe2", "llada-moe", "seed-coder", "hunyuan", "hunyuan-dense", "hy_v4", "joyai-llm",
         "kimi-k2", "ufakzeka", "grok-2", "afmoe", "laguna", "minimax-m2", "solar-open", "mellum2"};
+    size_t big_len = 200000;
+    char *big = malloc(big_len);
+    for (size_t i = 0; i < big_len; i++) big[i] = (i / 3) % 40 == 0 ? ' ' : (i % 997 == 0 ? '\n' : "ab cdE 1"[i % 8]);
+    memset(big + 1000, ' ', 5000);
+    memset(big + 20000, 'x', 50000);
     const char *text = "Hello World! It's 1234567 \xe4\xb8\xad\xe6\x96\x87 caf\xc3\xa9   \n\n\tend";
     for (size_t i = 0; i < sizeof pres / sizeof pres[0]; i++) {
         v = roundtrip(bpe_writer(pres[i], false), pres[i], &g, err, sizeof err);
@@ -206,10 +211,14 @@ int main(void) {
             int32_t ids[512];
             int64_t n = kiln_tokenize(v, text, strlen(text), ids, 512, false, false);
             CHECKF(n > 0, "pre '%s': tokenize gave %lld", pres[i], (long long)n);
+            /* long inputs must not hit regex engine limits (backtracking, JIT stack) */
+            int64_t m = kiln_tokenize(v, big, big_len, NULL, 0, false, false);
+            CHECKF(m < 0 && m != KILN_ERR_INVALID, "pre '%s': long text gave %lld", pres[i], (long long)m);
             kiln_vocab_free(v);
         }
         gguf_close(g);
     }
+    free(big);
     rmdir(dir);
     return tu_finish("test_vocab_bad");
 }

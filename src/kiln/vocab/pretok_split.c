@@ -175,12 +175,42 @@ static size_t count_cpts(const unsigned char *s, size_t a, size_t b) {
     return n;
 }
 
+/* Per-call matching state: the JIT stack grows only for inputs that need it
+ * (long runs under a repeated group), and stays private to the call. */
+struct matcher {
+    const pcre2_code *code;
+    pcre2_match_data *md;
+    pcre2_match_context *mc;
+    pcre2_jit_stack *js;
+    bool raised; /* interpreter limits raised (only without JIT) */
+};
+
+static int match(struct matcher *m, const unsigned char *subj, size_t len, size_t start, uint32_t opts) {
+    int rc = pcre2_match(m->code, subj, len, start, opts | PCRE2_NO_UTF_CHECK, m->md, m->mc);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !m->js) {
+        m->mc = pcre2_match_context_create(NULL);
+        m->js = pcre2_jit_stack_create(64 * 1024, 512 * 1024 * 1024, NULL);
+        if (!m->mc || !m->js) return rc;
+        pcre2_jit_stack_assign(m->mc, NULL, m->js);
+        rc = pcre2_match(m->code, subj, len, start, opts | PCRE2_NO_UTF_CHECK, m->md, m->mc);
+    }
+    if ((rc == PCRE2_ERROR_HEAPLIMIT || rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT) && !m->raised) {
+        m->raised = true;
+        if (!m->mc && !(m->mc = pcre2_match_context_create(NULL))) return rc;
+        pcre2_set_heap_limit(m->mc, 4u * 1024 * 1024); /* KiB */
+        pcre2_set_match_limit(m->mc, 0xffffffffu);
+        pcre2_set_depth_limit(m->mc, 0xffffffffu);
+        rc = pcre2_match(m->code, subj, len, start, opts | PCRE2_NO_UTF_CHECK, m->md, m->mc);
+    }
+    return rc;
+}
+
 /* One regex over one chunk of units (bytes of the subject). Matches and the gaps
  * between them become pieces; after an empty match the next one must be non-empty
  * at the same place or start one character later (std::regex_iterator's rule).
  * Piece lengths are counted in code points. */
-static bool stl_split_chunk(const pcre2_code *code, pcre2_match_data *md, const unsigned char *subj, size_t len,
-                            bool utf, struct kv_pieces *out) {
+static bool stl_split_chunk(struct matcher *mt, const unsigned char *subj, size_t len, bool utf,
+                            struct kv_pieces *out) {
     size_t start_idx = 0, p = 0;
     bool prev_empty = false;
     /* code points of subj[a..b) (UTF-8 when utf) */
@@ -189,17 +219,17 @@ static bool stl_split_chunk(const pcre2_code *code, pcre2_match_data *md, const 
         int rc;
         if (prev_empty) {
             if (p >= len) break;
-            rc = pcre2_match(code, subj, len, p, PCRE2_ANCHORED | PCRE2_NOTEMPTY_ATSTART | PCRE2_NO_UTF_CHECK, md, NULL);
-            if (rc < 0) {
+            rc = match(mt, subj, len, p, PCRE2_ANCHORED | PCRE2_NOTEMPTY_ATSTART);
+            if (rc == PCRE2_ERROR_NOMATCH) {
                 p += utf ? kv_utf8_len(subj[p]) : 1;
-                rc = pcre2_match(code, subj, len, p, PCRE2_NO_UTF_CHECK, md, NULL);
+                rc = match(mt, subj, len, p, 0);
             }
         } else {
-            rc = pcre2_match(code, subj, len, p, PCRE2_NO_UTF_CHECK, md, NULL);
+            rc = match(mt, subj, len, p, 0);
         }
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) return false; /* resource limits: treat as failure */
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(mt->md);
         size_t ms = ov[0], me = ov[1];
         if (ms > start_idx && !kv_pieces_push(out, NCP(start_idx, ms))) return false;
         if (!kv_pieces_push(out, NCP(ms, me))) return false;
@@ -216,8 +246,8 @@ static bool run_stl(const struct kv_step *st, const uint32_t *cpts, size_t n, co
                     struct kv_pieces *out) {
     /* the whole text in the form this regex sees, then chunk by chunk */
     unsigned char *subj = malloc(n * 4 + 1);
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(st->code, NULL);
-    bool ok = subj && md;
+    struct matcher mt = {st->code, pcre2_match_data_create_from_pattern(st->code, NULL), NULL, NULL, false};
+    bool ok = subj && mt.md;
     size_t cp0 = 0;
     size_t *uoff = NULL; /* unit offset of each code point (UTF mode) */
     if (ok && !st->collapsed) {
@@ -243,10 +273,12 @@ static bool run_stl(const struct kv_step *st, const uint32_t *cpts, size_t n, co
         size_t clen = in->len[k];
         size_t ustart = st->collapsed ? cp0 : uoff[cp0];
         size_t uend = st->collapsed ? cp0 + clen : uoff[cp0 + clen];
-        ok = stl_split_chunk(st->code, md, subj + ustart, uend - ustart, !st->collapsed, out);
+        ok = stl_split_chunk(&mt, subj + ustart, uend - ustart, !st->collapsed, out);
         cp0 += clen;
     }
-    pcre2_match_data_free(md);
+    pcre2_match_data_free(mt.md);
+    pcre2_match_context_free(mt.mc);
+    pcre2_jit_stack_free(mt.js);
     free(uoff);
     free(subj);
     return ok;
