@@ -44,7 +44,7 @@ void kt_cpu_rope(const struct kt_compute_params *p, struct kt_tensor *dst) {
 
     float cache_c[ROPE_CACHE_PAIRS], cache_s[ROPE_CACHE_PAIRS];
     const bool cached = n_pairs <= ROPE_CACHE_PAIRS;
-    int64_t cached_i2 = -1, cached_i3 = -1;
+    int64_t cached_i2 = -1; /* angles depend on the token (dim 2) only */
 
     const size_t sa = a->nb[0], sd = dst->nb[0];
     const bool simd = cached && a->type == KT_TYPE_F32 && dst->type == KT_TYPE_F32 && sa == sizeof(float) &&
@@ -60,10 +60,9 @@ void kt_cpu_rope(const struct kt_compute_params *p, struct kt_tensor *dst) {
         memcpy(&ipos, (const char *)pos->data + i2 * pos->nb[0], sizeof ipos);
         const float fpos = (float)ipos;
 
-        if (cached && (i2 != cached_i2 || i3 != cached_i3)) {
+        if (cached && i2 != cached_i2) {
             rope_angles(fpos, rp.freq_scale, theta_scale, n_pairs, cache_c, cache_s);
             cached_i2 = i2;
-            cached_i3 = i3;
         }
         if (simd) {
             kt_cpu_rope_row_avx512(n_pairs, neox, (float *)y, (const float *)x, cache_c, cache_s);
