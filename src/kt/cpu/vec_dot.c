@@ -26,8 +26,12 @@ static bool has_f16c(void) {
 }
 #endif
 
-/* Decided per call: cheap (the CPU model is cached by libgcc) and keeps no state here. */
-static enum isa cpu_isa(void) {
+/* CPUID traps to the hypervisor on virtual machines (microseconds each), and
+ * mul_mat asks for its kernels on every node: decide once per process. */
+static enum isa isa_detected;
+static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
+
+static enum isa detect_isa(void) {
     enum isa best = ISA_REF;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
@@ -42,6 +46,13 @@ static enum isa cpu_isa(void) {
     if (cap && strcmp(cap, "ref") == 0) best = ISA_REF;
     if (cap && strcmp(cap, "avx2") == 0 && best > ISA_AVX2) best = ISA_AVX2;
     return best;
+}
+
+static void isa_init(void) { isa_detected = detect_isa(); }
+
+static enum isa cpu_isa(void) {
+    pthread_once(&isa_once, isa_init);
+    return isa_detected;
 }
 
 /* One row per type with a fast path; a NULL slot falls back to the next lower ISA. */
