@@ -196,13 +196,17 @@ static inline void kt_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t
  * kt_k4_scale_min): bytes 0..3 hold the low 6 bits of scales 0..3 and, in
  * their top bits, the high 2 bits of scales 4..7; bytes 4..7 likewise for the
  * mins; bytes 8..11 the low 4 bits of scales (low nibble) and mins 4..7. */
-static inline void kt_k4_unpack(const uint8_t *q, uint8_t sc[8], uint8_t mn[8]) {
-    uint32_t u[3], o[4];
+static inline void kt_k4_unpack_words(const uint8_t *q, uint32_t o[4]) { /* bytes: 8 scales, 8 mins */
+    uint32_t u[3];
     memcpy(u, q, 12);
     o[0] = u[0] & 0x3f3f3f3fu;
     o[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
     o[2] = u[1] & 0x3f3f3f3fu;
     o[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+}
+static inline void kt_k4_unpack(const uint8_t *q, uint8_t sc[8], uint8_t mn[8]) {
+    uint32_t o[4];
+    kt_k4_unpack_words(q, o);
     memcpy(sc, o, 8);
     memcpy(mn, o + 2, 8);
 }

@@ -10,11 +10,6 @@
 #include "quant.h"
 #include "vec_dot_isa.h"
 
-#ifdef __clang__
-/* the K-quant dots must round like the reference: no fused multiply-add there */
-#pragma STDC FP_CONTRACT OFF
-#endif
-
 static inline float hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -75,23 +70,39 @@ void kt_vec_dot_q4_0_q8_0_avx2(int64_t n, float *restrict s, const void *restric
 
 /* ------------------------------------------------------------------ K-quant dots */
 
-/* sum over sub-blocks j of mn[j] * (bsums[2j] + bsums[2j+1]) */
-static inline int min_sum(const uint8_t mn[8], const int16_t *bsums) {
-    const __m128i m = _mm_loadl_epi64((const __m128i *)mn);
-    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m)); /* each min twice */
-    return hsum_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), m16));
+/* The K-quant dots keep each super-block's integer sums exact in int32 lanes
+ * and accumulate d * lanes in float vectors across super-blocks (one
+ * horizontal sum per call), like the other fast dots: they differ from the
+ * reference by float summation order only. */
+
+/* 8 scales (int16 lanes 0..7) and 8 mins (lanes 8..15) of a Q4_K block. */
+static inline __m256i k4_scales_mins(const uint8_t *packed) {
+    uint32_t o[4];
+    kt_k4_unpack_words(packed, o);
+    return _mm256_cvtepu8_epi16(_mm_set_epi32((int)o[3], (int)o[2], (int)o[1], (int)o[0]));
+}
+
+/* int16 lane j of v (0..7, both 128-bit halves equal) in every lane */
+static inline __m256i bcast16(__m256i v, int j) {
+    return _mm256_shuffle_epi8(v, _mm256_set1_epi16((short)(((2 * j + 1) << 8) | (2 * j))));
 }
 
 void kt_vec_dot_q4_K_q8_K_avx2(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const kt_block_q4_K *x = vx;
     const kt_block_q8_K *y = vy;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    float sum = 0.0f;
+    __m256 acc = _mm256_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
     for (int64_t i = 0; i < n / KT_QK_K; i++) {
-        uint8_t sc[8], mn[8];
-        kt_k4_unpack(x[i].scales, sc, mn);
-        const int msum = min_sum(mn, y[i].bsums);
-        __m256i acc = _mm256_setzero_si256();
+        const __m256i sm = k4_scales_mins(x[i].scales);
+        /* mins: sum of mn[j] * (bsums[2j] + bsums[2j+1]) */
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), pair);
+        accm = _mm_fmadd_ps(_mm_set1_ps(h2f(x[i].dmin) * y[i].d), _mm_cvtepi32_ps(mprod), accm);
+        const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+        __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * j));
             const __m256i lo = _mm256_and_si256(q, m4);
@@ -99,28 +110,29 @@ void kt_vec_dot_q4_K_q8_K_avx2(int64_t n, float *restrict s, const void *restric
             const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * j));
             const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * j + 32));
             /* quants are 0..15: no sign trick needed, and pairs stay far below int16 limits */
-            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), _mm256_set1_epi16(sc[2 * j]));
-            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), _mm256_set1_epi16(sc[2 * j + 1]));
-            acc = _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
+            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), bcast16(scales, 2 * j));
+            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), bcast16(scales, 2 * j + 1));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
         }
-        const int isum = hsum_epi32(acc);
-        /* the reference's float operations on the same exact integers */
-        sum += h2f(x[i].d) * y[i].d * (float)isum - h2f(x[i].dmin) * y[i].d * (float)msum;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
     }
-    *s = sum;
+    accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
+    *s = hsum_ps(acc) - _mm_cvtss_f32(accm);
 }
 
 void kt_vec_dot_q6_K_q8_K_avx2(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const kt_block_q6_K *x = vx;
     const kt_block_q8_K *y = vy;
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
-    float sum = 0.0f;
+    __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / KT_QK_K; i++) {
         const int8_t *sc = x[i].scales;
-        /* quants are stored +32: dot the unsigned values, subtract 32 * sum(scale * bsum) */
-        const int osum = hsum_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc)),
-                                                      _mm256_loadu_si256((const __m256i *)y[i].bsums)));
-        __m256i acc = _mm256_setzero_si256();
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+        /* quants are stored +32: dot the unsigned values, subtract 32 * scale * bsum per sub-block */
+        __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y[i].bsums)), 5);
+        sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
+#pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
             const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
@@ -133,17 +145,17 @@ void kt_vec_dot_q6_K_q8_K_avx2(int64_t n, float *restrict s, const void *restric
                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
             q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+#pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
                 const __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * k));
                 const int sb = 8 * h + 2 * k; /* sub-blocks of 16: this register holds sb and sb+1 */
                 const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[sb + 1]), _mm_set1_epi16(sc[sb]));
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], yv), scv));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], yv), scv));
             }
         }
-        const int isum = hsum_epi32(acc) - 32 * osum;
-        sum += h2f(x[i].d) * y[i].d * (float)isum;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
     }
-    *s = sum;
+    *s = hsum_ps(acc);
 }
 
 /* ------------------------------------------------------------------ F16 */
@@ -153,6 +165,7 @@ void kt_vec_dot_f16_avx2(int64_t n, float *restrict s, const void *restrict vx, 
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
+#pragma GCC unroll 4
         for (int k = 0; k < 4; k++) {
             const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i + 8 * k)));
             const __m256 b = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i + 8 * k)));
@@ -171,6 +184,7 @@ void kt_vec_dot_f32_avx2(int64_t n, float *restrict s, const void *restrict vx, 
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     int64_t i = 0;
     for (; i + 32 <= n; i += 32)
+#pragma GCC unroll 4
         for (int k = 0; k < 4; k++)
             acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * k), _mm256_loadu_ps(y + i + 8 * k), acc[k]);
     float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
@@ -225,14 +239,16 @@ void kt_quantize_row_q8_0_avx2(const float *restrict x, void *restrict vy, int64
     kt_block_q8_0 *y = vy;
     for (int64_t i = 0; i < n / KT_QK8_0; i++, x += KT_QK8_0) {
         __m256 v[4];
+#pragma GCC unroll 4
         for (int k = 0; k < 4; k++) v[k] = _mm256_loadu_ps(x + 8 * k);
         const __m256 mx = _mm256_max_ps(_mm256_max_ps(abs_ps(v[0]), abs_ps(v[1])), _mm256_max_ps(abs_ps(v[2]), abs_ps(v[3])));
         /* scalar, as the reference: d = amax/127, id = 1/d */
         const float d = hmax_ps(mx) / 127;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = kt_f2h(d);
+        y[i].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT); /* d is finite: same bits as kt_f2h */
         const __m256 vid = _mm256_set1_ps(id);
         __m256i q[4];
+#pragma GCC unroll 4
         for (int k = 0; k < 4; k++) q[k] = _mm256_cvttps_epi32(round_away(_mm256_mul_ps(v[k], vid)));
         _mm256_storeu_si256((__m256i *)y[i].qs, pack_i32_i8(q[0], q[1], q[2], q[3]));
     }
@@ -259,6 +275,7 @@ void kt_quantize_row_q8_K_avx2(const float *restrict x, void *restrict vy, int64
         const __m256i lim = _mm256_set1_epi32(127);
         for (int j = 0; j < KT_QK_K; j += 32) {
             __m256i q[4];
+#pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
                 /* round half to even, like the reference's nearest_int */
                 const __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), vis),

