@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kiln.h"
+#include "sampling_math.h"
 #include "testutil.h"
 
 /* candidates from logits, in vocabulary order */
@@ -380,6 +381,46 @@ static void test_large(void) {
         CHECKF(ok, "top-p %.9g: kept %lld want %lld", (double)pk, (long long)c.size, (long long)want);
     }
 
+    /* typical-p on the whole list against the same computation in double with
+     * libm: surprise -log p vs entropy, stable order by |difference|, p set
+     * halfway between two cumulative sums so float rounding cannot move the cut */
+    {
+        double h = 0;
+        double *score = malloc((size_t)n * sizeof *score);
+        int64_t *by = malloc((size_t)n * sizeof *by);
+        for (int64_t i = 0; i < n; i++) {
+            double pi = exp((double)logits[order[i]] - m) / sum;
+            h -= pi * log(pi);
+        }
+        for (int64_t i = 0; i < n; i++) {
+            double pi = exp((double)logits[order[i]] - m) / sum;
+            score[i] = fabs(-log(pi) - h);
+            by[i] = i;
+        }
+        for (int64_t i = 1; i < n;
+             i++) { /* stable insertion sort: scores fall then rise along order, so it is quick */
+            int64_t t = by[i], j = i;
+            for (; j > 0 && score[by[j - 1]] > score[t]; j--) by[j] = by[j - 1];
+            by[j] = t;
+        }
+        double cum = 0, prev = 0;
+        const int64_t cut = 700;
+        for (int64_t i = 0; i <= cut; i++) {
+            prev = cum;
+            cum += exp((double)logits[order[by[i]]] - m) / sum;
+        }
+        CHECKF(cum - prev > 1e-6, "test data: typical step too small (%g)", cum - prev);
+        c = cands(buf, logits, n);
+        s = kiln_sampler_init_typical((float)((prev + cum) / 2), 0);
+        CHECK(kiln_sampler_apply(s, &c));
+        kiln_sampler_free(s);
+        ok = c.size == cut + 1;
+        for (int64_t i = 0; ok && i <= cut; i++) ok = c.data[i].id == order[by[i]];
+        CHECKF(ok, "typical: kept %lld want %lld", (long long)c.size, (long long)cut + 1);
+        free(score);
+        free(by);
+    }
+
     /* min-p 0.02 unsorted: the tokens with logit >= max + ln 0.02, in vocabulary order */
     c = cands(buf, logits, n);
     s = kiln_sampler_init_min_p(0.02f, 0);
@@ -510,7 +551,42 @@ static void test_from_params(void) {
     kiln_sampler_free(s);
 }
 
+/* kiln's own exp/log against libm's (an independent implementation) */
+static void test_math(void) {
+    double worst_e = 0, worst_l = 0;
+    uint64_t rs = 5;
+    for (int i = 0; i < 200000; i++) {
+        double x = 1400.0 * ((double)(tu_rand_u64(&rs) >> 11) * 0x1.0p-53) - 745.0; /* [-745, 655) */
+        double e = samp_exp(x), r = exp(x);
+        if (r > 1e-300) worst_e = fmax(worst_e, fabs(e - r) / r);
+        double y = exp(x / 2), l = samp_log(y), rl = log(y);
+        worst_l = fmax(worst_l, fabs(l - rl) / fmax(fabs(rl), 1e-300));
+    }
+    CHECKF(worst_e < 1e-14, "samp_exp: worst relative error %g", worst_e);
+    CHECKF(worst_l < 1e-14, "samp_log: worst relative error %g", worst_l);
+    CHECK(samp_exp(0.0) == 1.0 && samp_exp(-INFINITY) == 0.0 && samp_exp(1000.0) == HUGE_VAL);
+    CHECK(samp_exp(709.5) < HUGE_VAL && fabs(samp_exp(709.5) / exp(709.5) - 1) < 1e-14);
+    CHECK(samp_log(1.0) == 0.0 && samp_log(0.0) == -HUGE_VAL && isnan(samp_log(-1.0)));
+
+    /* radix sort: stable, against a plain insertion sort */
+    enum { N = 3000 };
+    static struct samp_rec a[N], b[N], want[N];
+    for (int i = 0; i < N; i++)
+        a[i] = want[i] = (struct samp_rec){tu_rand_u64(&rs) % 500 * 0x0101010101ull, i};
+    for (int i = 1; i < N; i++) {
+        struct samp_rec t = want[i];
+        int j = i;
+        for (; j > 0 && want[j - 1].key > t.key; j--) want[j] = want[j - 1];
+        want[j] = t;
+    }
+    const struct samp_rec *r = samp_radix_sort(a, b, N);
+    bool ok = true;
+    for (int i = 0; i < N; i++) ok = ok && r[i].key == want[i].key && r[i].idx == want[i].idx;
+    CHECK(ok);
+}
+
 int main(void) {
+    test_math();
     test_filters();
     test_penalties();
     test_greedy_bias();

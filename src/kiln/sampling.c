@@ -4,7 +4,6 @@
  * llama.cpp's semantics, a seeded PRNG and exp/log of kiln's own so that a
  * seed reproduces the same tokens on every machine.
  */
-#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,6 +12,15 @@
 #include <time.h>
 
 #include "kiln.h"
+#include "sampling_math.h"
+
+/* a*b+c must not become one fused multiply-add on machines that have it:
+ * the rounding would differ from machines that do not, and so would the tokens */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
 
 /* ------------------------------------------------------------------ errors */
 
@@ -33,166 +41,6 @@ set_err(const char *fmt, ...) {
     va_end(ap);
 }
 
-/* ------------------------------------------------------------------ math
- * libm's exp/log may differ in the last bit between platforms; the draw must
- * not. These use only IEEE-754 +,-,*,/ (exact per the standard) and
- * frexp/ldexp (exact), evaluated in a fixed order. Accuracy ~1e-15 relative. */
-
-static const double LN2_HI = 6.93147180369123816490e-01; /* high bits of ln 2, k*LN2_HI exact */
-static const double LN2_LO = 1.90821492927058770002e-10;
-static const double INV_LN2 = 1.44269504088896338700e+00;
-
-static double det_exp(double x) {
-    if (x != x) return x;
-    if (x < -745.2) return 0.0;
-    if (x > 709.7) return HUGE_VAL;
-    double k = floor(x * INV_LN2 + 0.5);
-    double r = (x - k * LN2_HI) - k * LN2_LO; /* |r| <= 0.35 */
-    /* Taylor series to r^14/14!: truncation below 1e-17 on that interval */
-    double t = 1.0;
-    for (int i = 14; i >= 1; i--) t = 1.0 + t * r / (double)i;
-    return ldexp(t, (int)k);
-}
-
-static double det_log(double x) {
-    if (!(x > 0.0)) return x == 0.0 ? -HUGE_VAL : NAN;
-    if (x == HUGE_VAL) return x;
-    int e;
-    double m = frexp(x, &e); /* x = m * 2^e, m in [0.5, 1) */
-    if (m < 0.70710678118654752440) {
-        m *= 2.0;
-        e--;
-    }
-    /* log(m) = 2 atanh(s), s = (m-1)/(m+1), |s| <= 0.172: series to s^25 */
-    double s = (m - 1.0) / (m + 1.0), s2 = s * s;
-    double t = 0.0;
-    for (int k = 25; k >= 3; k -= 2) t = (t + 1.0 / (double)k) * s2;
-    return 2.0 * s * (1.0 + t) + (double)e * LN2_HI + (double)e * LN2_LO;
-}
-
-/* ------------------------------------------------------------------ PRNG
- * xoshiro256** (Blackman & Vigna 2018), state filled by splitmix64 from the seed. */
-
-struct rng {
-    uint64_t s[4];
-};
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static void rng_seed(struct rng *r, uint64_t seed) {
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
-}
-
-static uint64_t rotl(uint64_t x, int k) {
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t rng_next(struct rng *r) {
-    uint64_t *s = r->s;
-    uint64_t out = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return out;
-}
-
-/* uniform in [0, 1): the top 53 bits, exactly representable */
-static double rng_uniform(struct rng *r) {
-    return (double)(rng_next(r) >> 11) * 0x1.0p-53;
-}
-
-/* ------------------------------------------------------------------ candidates */
-
-/* Total order: higher logit first, then lower id; equal logits never compare
- * equal, so every sort and selection here has one answer. */
-static bool better(const struct kiln_token_prob *a, const struct kiln_token_prob *b) {
-    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
-}
-
-static int cmp_desc(const void *pa, const void *pb) {
-    const struct kiln_token_prob *a = pa, *b = pb;
-    return better(a, b) ? -1 : better(b, a) ? 1 : 0;
-}
-
-static void sort_all(struct kiln_candidates *c) {
-    if (!c->sorted) qsort(c->data, (size_t)c->size, sizeof *c->data, cmp_desc);
-    c->sorted = true;
-}
-
-/* Min-heap on the total order (root = worst) over d[0 .. n). */
-static void sift_down(struct kiln_token_prob *d, int64_t n, int64_t i) {
-    for (;;) {
-        int64_t l = 2 * i + 1, w = i;
-        if (l < n && better(&d[w], &d[l])) w = l;
-        if (l + 1 < n && better(&d[w], &d[l + 1])) w = l + 1;
-        if (w == i) return;
-        struct kiln_token_prob t = d[i];
-        d[i] = d[w];
-        d[w] = t;
-        i = w;
-    }
-}
-
-/* Moves the k best of c to the front in descending order (the rest follow in
- * no order): O(n log k) instead of a full sort of the vocabulary. */
-static void partial_sort(struct kiln_candidates *c, int64_t k) {
-    struct kiln_token_prob *d = c->data;
-    if (c->sorted || k <= 0) return;
-    if (k >= c->size) {
-        sort_all(c);
-        return;
-    }
-    for (int64_t i = k / 2 - 1; i >= 0; i--) sift_down(d, k, i);
-    for (int64_t i = k; i < c->size; i++) {
-        if (better(&d[i], &d[0])) {
-            struct kiln_token_prob t = d[0];
-            d[0] = d[i];
-            d[i] = t;
-            sift_down(d, k, 0);
-        }
-    }
-    for (int64_t m = k - 1; m > 0; m--) { /* worst goes last: descending */
-        struct kiln_token_prob t = d[0];
-        d[0] = d[m];
-        d[m] = t;
-        sift_down(d, m, 0);
-    }
-}
-
-static float max_logit(const struct kiln_candidates *c) {
-    if (c->sorted) return c->data[0].logit;
-    float m = -INFINITY;
-    for (int64_t i = 0; i < c->size; i++)
-        if (c->data[i].logit > m) m = c->data[i].logit;
-    return m;
-}
-
-/* p = softmax(logit) over the candidates; sum in double, in array order. When
- * every logit is -inf there is nothing to prefer: uniform. */
-static void softmax(struct kiln_candidates *c) {
-    float m = max_logit(c);
-    if (m == -INFINITY) {
-        for (int64_t i = 0; i < c->size; i++) c->data[i].p = (float)(1.0 / (double)c->size);
-        return;
-    }
-    double sum = 0.0;
-    for (int64_t i = 0; i < c->size; i++) {
-        double e = det_exp((double)c->data[i].logit - (double)m);
-        c->data[i].p = (float)e;
-        sum += e;
-    }
-    for (int64_t i = 0; i < c->size; i++) c->data[i].p = (float)((double)c->data[i].p / sum);
-}
-
 /* ------------------------------------------------------------------ stages */
 
 enum stage_kind {
@@ -208,11 +56,6 @@ enum stage_kind {
     ST_LOGIT_BIAS,
 };
 
-struct scored {
-    double score;
-    int64_t idx;
-};
-
 struct kiln_sampler {
     enum stage_kind kind;
     /* parameters */
@@ -220,7 +63,7 @@ struct kiln_sampler {
     int32_t k; /* top-k */
     size_t min_keep;
     uint32_t seed; /* dist: the seed in use */
-    struct rng rng;
+    struct samp_rng rng;
     /* penalties: a ring of the last last_n accepted tokens */
     int32_t last_n;
     float repeat, freq, present;
@@ -235,14 +78,8 @@ struct kiln_sampler {
     int n_stages, cap_stages;
     /* scratch of the object sample/apply was called on, grown, never shrunk */
     struct kiln_token_prob *cand;
-    struct kiln_token_prob *tmp;
-    struct scored *keys;
+    struct samp_work work;
     int64_t cap;
-};
-
-struct work {
-    struct kiln_token_prob *tmp;
-    struct scored *keys;
 };
 
 static struct kiln_sampler *stage_new(enum stage_kind kind) {
@@ -264,7 +101,7 @@ static uint32_t clock_seed(void) {
     uint64_t x = 0;
     if (timespec_get(&ts, TIME_UTC)) x = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     x ^= (uint64_t)(uintptr_t)&local; /* differs between processes started in the same tick */
-    uint32_t s = (uint32_t)(splitmix64(&x) >> 32);
+    uint32_t s = (uint32_t)(samp_splitmix64(&x) >> 32);
     return s == KILN_SEED_RANDOM ? 0 : s;
 }
 
@@ -272,7 +109,7 @@ struct kiln_sampler *kiln_sampler_init_dist(uint32_t seed) {
     struct kiln_sampler *s = stage_new(ST_DIST);
     if (!s) return NULL;
     s->seed = seed == KILN_SEED_RANDOM ? clock_seed() : seed;
-    rng_seed(&s->rng, s->seed);
+    samp_rng_seed(&s->rng, s->seed);
     return s;
 }
 
@@ -423,8 +260,9 @@ void kiln_sampler_free(struct kiln_sampler *s) {
     free(s->uniq);
     free(s->bias);
     free(s->cand);
-    free(s->tmp);
-    free(s->keys);
+    free(s->work.tmp);
+    free(s->work.ra);
+    free(s->work.rb);
     free(s);
 }
 
@@ -434,15 +272,15 @@ static void apply_greedy(struct kiln_candidates *c) {
     if (c->size <= 0) return;
     int64_t best = 0;
     for (int64_t i = 1; i < c->size; i++)
-        if (better(&c->data[i], &c->data[best])) best = i;
+        if (samp_better(&c->data[i], &c->data[best])) best = i;
     c->selected = best;
 }
 
 static void apply_dist(struct kiln_sampler *s, struct kiln_candidates *c) {
     /* one PRNG output per sample whatever the list, so later draws stay aligned */
-    double u = rng_uniform(&s->rng);
+    double u = samp_rng_uniform(&s->rng);
     if (c->size <= 0) return;
-    softmax(c);
+    samp_softmax(c);
     double target = u, cum = 0.0;
     /* the first candidate whose cumulative probability passes u; a token with
      * p = 0 can never be it, as cum does not grow there */
@@ -461,7 +299,7 @@ static void apply_temp(float temp, struct kiln_candidates *c) {
     if (temp <= 0.0f) { /* keep the best logit only, as llama.cpp does for temp 0 */
         int64_t best = 0;
         for (int64_t i = 1; i < c->size; i++)
-            if (better(&c->data[i], &c->data[best])) best = i;
+            if (samp_better(&c->data[i], &c->data[best])) best = i;
         for (int64_t i = 0; i < c->size; i++)
             if (i != best) c->data[i].logit = -INFINITY;
         c->sorted = false;
@@ -470,25 +308,25 @@ static void apply_temp(float temp, struct kiln_candidates *c) {
     for (int64_t i = 0; i < c->size; i++) c->data[i].logit /= temp;
 }
 
-static void apply_top_k(int32_t k, struct kiln_candidates *c) {
+static void apply_top_k(int32_t k, struct kiln_candidates *c, struct samp_work *w) {
     if (k <= 0 || c->size <= 0) return;
     int64_t kk = k < c->size ? k : c->size;
-    partial_sort(c, kk);
+    samp_partial_sort(c, kk, w);
     c->size = kk;
     c->sorted = true;
 }
 
-static void apply_top_p(const struct kiln_sampler *s, struct kiln_candidates *c) {
+static void apply_top_p(const struct kiln_sampler *s, struct kiln_candidates *c, struct samp_work *w) {
     if (s->f >= 1.0f || c->size <= 0) return;
-    softmax(c);
+    samp_softmax(c);
     /* most of the mass sits in a few hundred tokens: sort those first and the
      * rest only when they do not reach p */
     int64_t k = c->size;
     if (!c->sorted && c->size > 1024) {
         k = 256;
-        partial_sort(c, k);
+        samp_partial_sort(c, k, w);
     } else {
-        sort_all(c);
+        samp_sort(c, w);
     }
     double cum = 0.0;
     int64_t last = c->size;
@@ -498,19 +336,16 @@ static void apply_top_p(const struct kiln_sampler *s, struct kiln_candidates *c)
             last = i + 1;
             break;
         }
-        if (i == k - 1 && !c->sorted) { /* the tail sorts after the (sorted) best k */
-            qsort(c->data + k, (size_t)(c->size - k), sizeof *c->data, cmp_desc);
-            c->sorted = true;
-        }
+        if (i == k - 1 && !c->sorted) samp_sort(c, w); /* the best k stay where they are */
     }
     c->size = last;
     c->sorted = true;
 }
 
-static void apply_min_p(const struct kiln_sampler *s, struct kiln_candidates *c) {
+static void apply_min_p(const struct kiln_sampler *s, struct kiln_candidates *c, struct samp_work *w) {
     if (s->f <= 0.0f || c->size <= 0) return;
     /* p_i >= p * p_max  <=>  logit_i >= logit_max + log p */
-    double lim = (double)max_logit(c) + det_log((double)s->f);
+    double lim = (double)samp_max_logit(c) + samp_log((double)s->f);
     size_t need = s->min_keep > 1 ? s->min_keep : 1;
     if (!c->sorted) {
         int64_t n = 0;
@@ -522,46 +357,42 @@ static void apply_min_p(const struct kiln_sampler *s, struct kiln_candidates *c)
             c->size = j;
             return;
         }
-        sort_all(c);
+        samp_sort(c, w);
     }
     int64_t i = 1;
     while (i < c->size && ((double)c->data[i].logit >= lim || (size_t)i < need)) i++;
     c->size = i;
 }
 
-static int cmp_scored(const void *pa, const void *pb) {
-    const struct scored *a = pa, *b = pb;
-    if (a->score != b->score) return a->score < b->score ? -1 : 1;
-    return a->idx < b->idx ? -1 : a->idx > b->idx;
-}
-
-static void apply_typical(const struct kiln_sampler *s, struct kiln_candidates *c, struct work *w) {
+static void apply_typical(const struct kiln_sampler *s, struct kiln_candidates *c, struct samp_work *w) {
     if (s->f >= 1.0f || c->size <= 0) return;
-    sort_all(c);
-    softmax(c);
+    samp_sort(c, w);
+    samp_softmax(c);
     /* entropy H = -sum p log p (0 log 0 = 0); a token is typical when its
      * surprise -log p is close to H */
     double h = 0.0;
     for (int64_t i = 0; i < c->size; i++) {
         double p = c->data[i].p;
-        if (p > 0.0) h -= p * det_log(p);
+        if (p > 0.0) h -= p * samp_log(p);
     }
     for (int64_t i = 0; i < c->size; i++) {
         double p = c->data[i].p;
-        w->keys[i].score = p > 0.0 ? fabs(-det_log(p) - h) : HUGE_VAL;
-        w->keys[i].idx = i;
+        double score = p > 0.0 ? fabs(-samp_log(p) - h) : HUGE_VAL;
+        uint64_t bits; /* a double >= 0 sorts as its bits; the stable sort keeps list order on ties */
+        memcpy(&bits, &score, sizeof bits);
+        w->ra[i] = (struct samp_rec){bits, i};
     }
-    qsort(w->keys, (size_t)c->size, sizeof *w->keys, cmp_scored);
+    const struct samp_rec *order = samp_radix_sort(w->ra, w->rb, c->size);
     double cum = 0.0;
     int64_t last = c->size;
     for (int64_t i = 0; i < c->size; i++) {
-        cum += (double)c->data[w->keys[i].idx].p;
+        cum += (double)c->data[order[i].idx].p;
         if (cum > (double)s->f && (size_t)(i + 1) >= s->min_keep) {
             last = i + 1;
             break;
         }
     }
-    for (int64_t i = 0; i < last; i++) w->tmp[i] = c->data[w->keys[i].idx];
+    for (int64_t i = 0; i < last; i++) w->tmp[i] = c->data[order[i].idx];
     memcpy(c->data, w->tmp, (size_t)last * sizeof *c->data);
     c->size = last;
     c->sorted = false;
@@ -631,7 +462,7 @@ static void apply_logit_bias(const struct kiln_sampler *s, struct kiln_candidate
     if (s->n_bias) c->sorted = false;
 }
 
-static void apply_stage(struct kiln_sampler *s, struct kiln_candidates *c, struct work *w) {
+static void apply_stage(struct kiln_sampler *s, struct kiln_candidates *c, struct samp_work *w) {
     switch (s->kind) {
     case ST_CHAIN:
         for (int i = 0; i < s->n_stages; i++) apply_stage(s->stages[i], c, w);
@@ -646,13 +477,13 @@ static void apply_stage(struct kiln_sampler *s, struct kiln_candidates *c, struc
         apply_temp(s->f, c);
         break;
     case ST_TOP_K:
-        apply_top_k(s->k, c);
+        apply_top_k(s->k, c, w);
         break;
     case ST_TOP_P:
-        apply_top_p(s, c);
+        apply_top_p(s, c, w);
         break;
     case ST_MIN_P:
-        apply_min_p(s, c);
+        apply_min_p(s, c, w);
         break;
     case ST_TYPICAL:
         apply_typical(s, c, w);
@@ -669,26 +500,27 @@ static void apply_stage(struct kiln_sampler *s, struct kiln_candidates *c, struc
 /* Scratch for n candidates on s, grown when needed. */
 static bool reserve(struct kiln_sampler *s, int64_t n) {
     if (n <= s->cap) return true;
-    if ((uint64_t)n > SIZE_MAX / sizeof(struct scored)) {
+    if ((uint64_t)n > SIZE_MAX / sizeof(struct samp_rec)) {
         set_err("too many candidates (%lld)", (long long)n);
         return false;
     }
     struct kiln_token_prob *cand = malloc((size_t)n * sizeof *cand);
     struct kiln_token_prob *tmp = malloc((size_t)n * sizeof *tmp);
-    struct scored *keys = malloc((size_t)n * sizeof *keys);
-    if (!cand || !tmp || !keys) {
+    struct samp_rec *ra = malloc((size_t)n * sizeof *ra), *rb = malloc((size_t)n * sizeof *rb);
+    if (!cand || !tmp || !ra || !rb) {
         free(cand);
         free(tmp);
-        free(keys);
+        free(ra);
+        free(rb);
         set_err("out of memory for %lld candidates", (long long)n);
         return false;
     }
     free(s->cand);
-    free(s->tmp);
-    free(s->keys);
+    free(s->work.tmp);
+    free(s->work.ra);
+    free(s->work.rb);
     s->cand = cand;
-    s->tmp = tmp;
-    s->keys = keys;
+    s->work = (struct samp_work){tmp, ra, rb};
     s->cap = n;
     return true;
 }
@@ -699,7 +531,7 @@ bool kiln_sampler_apply(struct kiln_sampler *s, struct kiln_candidates *cand) {
         return false;
     }
     if (!reserve(s, cand->size > 0 ? cand->size : 1)) return false;
-    struct work w = {s->tmp, s->keys};
+    struct samp_work w = s->work;
     apply_stage(s, cand, &w);
     return true;
 }
@@ -720,7 +552,7 @@ int32_t kiln_sampler_sample(struct kiln_sampler *s, const float *logits, int64_t
         s->cand[i].p = 0.0f;
     }
     struct kiln_candidates c = {s->cand, n_vocab, -1, false};
-    struct work w = {s->tmp, s->keys};
+    struct samp_work w = s->work;
     apply_stage(s, &c, &w);
     if (c.selected < 0 || c.selected >= c.size) {
         set_err("no token selected: the sampler chain must end with greedy or dist");
@@ -744,7 +576,7 @@ void kiln_sampler_reset(struct kiln_sampler *s) {
     if (!s) return;
     for (int i = 0; i < s->n_stages; i++) kiln_sampler_reset(s->stages[i]);
     s->ring_n = s->ring_head = 0;
-    if (s->kind == ST_DIST) rng_seed(&s->rng, s->seed);
+    if (s->kind == ST_DIST) samp_rng_seed(&s->rng, s->seed);
 }
 
 uint32_t kiln_sampler_seed(const struct kiln_sampler *s) {
