@@ -4,7 +4,7 @@
  * llama.cpp's own kernel for the same type when its CPU library can be loaded
  * (KILN_GGML_CPU=path/libggml-cpu-zen4.so, default: the peer build under
  * /tmp/kiln-peer), and of the activation quantizers.
- *   bench_vec_dot [reps]
+ *   bench_vec_dot [reps] [n (default 4096)]
  * Dots: TSC ticks of the fastest call (stable on a shared machine); the
  * ratio column is ggml / best kiln (above 1: kiln is faster). Quantizers the same.
  */
@@ -50,9 +50,13 @@ static ggml_get_traits_fn load_ggml(void) {
 
 int main(int argc, char **argv) {
     const int reps = argc > 1 ? atoi(argv[1]) : 20000;
-    enum { N = 4096 };
-    float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
-    unsigned char *qx = malloc(N * 4), *qy = malloc(N * 4);
+    const int N = argc > 2 ? atoi(argv[2]) : 4096; /* a multiple of 256 */
+    if (N <= 0 || N % 256 != 0 || N > (1 << 24)) {
+        fprintf(stderr, "n must be a positive multiple of 256\n");
+        return 1;
+    }
+    float *x = malloc((size_t)N * sizeof(float)), *y = malloc((size_t)N * sizeof(float));
+    unsigned char *qx = malloc((size_t)N * 4), *qy = malloc((size_t)N * 4);
     for (int i = 0; i < N; i++) x[i] = (float)((i * 7919) % 1000) / 500.0f - 1.0f, y[i] = (float)((i * 104729) % 777) / 388.0f - 1.0f;
     __builtin_cpu_init();
     const int a2 = __builtin_cpu_supports("avx2"), a512 = __builtin_cpu_supports("avx512vnni");
@@ -90,7 +94,7 @@ int main(int argc, char **argv) {
         }
         /* ggml: same weight bytes (the formats are the same); activations through its own quantizer */
         const struct ggml_traits_cpu *gt = ggml ? ggml((int)rows[r].t) : NULL;
-        unsigned char *gy = malloc(N * 4);
+        unsigned char *gy = malloc((size_t)N * 4);
         const struct ggml_traits_cpu *gp = gt ? ggml(gt->vec_dot_type) : NULL; /* the activation type's row */
         if (gt && gt->vec_dot && gp && (gp->from_float || gt->vec_dot_type == (int)KT_TYPE_F32)) {
             if (gp->from_float) gp->from_float(y, gy, N);
