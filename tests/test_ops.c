@@ -674,6 +674,22 @@ static void test_get_rows(void) {
         free(src), free(want), free(row);
         kt_free(ctx);
     }
+
+    /* ids are data (token ids): one out of range must not read outside src0 (ASan
+     * watches) and gives a row of zeros; the rows around it are unaffected */
+    struct kt_context *ctx = new_ctx();
+    /* src0 is the first 4 rows of 8: rows 4..7 are readable memory, so reading them shows */
+    struct kt_tensor *base = mk(ctx, KT_TYPE_F32, (int64_t[]){6, 8, 1, 1}, L_CONT, 1, 2);
+    struct kt_tensor *a = kt_view_2d(ctx, base, 6, 4, base->nb[1], 0);
+    struct kt_tensor *ids = kt_new_tensor_1d(ctx, KT_TYPE_I32, 4);
+    const int32_t bad[4] = {1, -1, 4, 3};
+    memcpy(ids->data, bad, sizeof bad);
+    double want[24], *x = read_all(a);
+    for (int r = 0; r < 4; r++)
+        for (int i0 = 0; i0 < 6; i0++) want[r * 6 + i0] = bad[r] >= 0 && bad[r] < 4 ? x[bad[r] * 6 + i0] : 0.0;
+    run_check(ctx, kt_get_rows(ctx, a, ids), want, 0, 0, "GET_ROWS with ids -1 and 4 of 4 rows");
+    free(x);
+    kt_free(ctx);
 }
 
 /* ------------------------------------------------------------------ errors */
