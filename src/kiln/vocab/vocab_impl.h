@@ -96,8 +96,9 @@ const struct kv_pretok *kv_pretok_default(void);
 struct kv_splitter;
 struct kv_splitter *kv_splitter_new(const struct kv_pretok *p, char *err, size_t errlen);
 void kv_splitter_free(struct kv_splitter *s);
-/* Split text (code points cpts[0..n)) into pieces: fills *lens with piece lengths in
- * code points (malloc'd, caller frees). false on allocation failure. */
+/* Split text (code points cpts[0..n)) into pieces: *lens gets the piece lengths in
+ * code points (malloc'd, caller frees; empty pieces are left out). false when memory
+ * or the regex engine fails. */
 bool kv_split(const struct kv_splitter *s, const uint32_t *cpts, size_t n, size_t **lens, size_t *n_lens);
 
 /* ---- the vocabulary */
@@ -140,7 +141,7 @@ static inline const char *kv_text(const struct kiln_vocab *v, int32_t id) { retu
 int32_t kv_find(const struct kiln_vocab *v, const char *s, size_t n);
 int32_t kv_merge_rank(const struct kiln_vocab *v, int32_t left, int32_t right);
 bool kv_maps_build(struct kiln_vocab *v, char *err, size_t errlen);
-bool kv_pairmap_add(struct kiln_vocab *v, size_t cap, int32_t left, int32_t right, int32_t rank);
+bool kv_pairmap_add(struct kiln_vocab *v, int32_t left, int32_t right, int32_t rank);
 bool kv_pairmap_init(struct kiln_vocab *v, size_t n);
 void kv_maps_free(struct kiln_vocab *v);
 

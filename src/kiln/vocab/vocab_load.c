@@ -169,7 +169,7 @@ static bool load_merges(struct loader *L, struct kiln_vocab *v, bool required) {
         if (a < 0 || b < 0)
             return fail(L, "%s[%llu]: '%.*s' names a token that is not in %s", KEY_MERGES, (unsigned long long)i,
                         (int)(s.len > 64 ? 64 : s.len), s.ptr, KEY_TOKENS);
-        kv_pairmap_add(v, 0, a, b, (int32_t)i);
+        kv_pairmap_add(v, a, b, (int32_t)i);
     }
     return true;
 }

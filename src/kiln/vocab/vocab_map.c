@@ -88,8 +88,7 @@ bool kv_pairmap_init(struct kiln_vocab *v, size_t n) {
 }
 
 /* First occurrence wins, as in llama.cpp (a repeated merge keeps its first rank). */
-bool kv_pairmap_add(struct kiln_vocab *v, size_t cap, int32_t left, int32_t right, int32_t rank) {
-    (void)cap;
+bool kv_pairmap_add(struct kiln_vocab *v, int32_t left, int32_t right, int32_t rank) {
     uint64_t k = pair_key(left, right);
     size_t i = pair_slot(k, v->merges.mask);
     for (;;) {
