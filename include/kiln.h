@@ -314,8 +314,9 @@ int kiln_sampler_chain_n(const struct kiln_sampler *chain); /* number of stages 
  * KILN_TOKEN_NULL (-1) when n_vocab is out of range (1 .. INT32_MAX), memory
  * runs out, or no stage selected a token (the chain must end in greedy or dist). */
 int32_t kiln_sampler_sample(struct kiln_sampler *s, const float *logits, int64_t n_vocab);
-/* Run the stages on a caller's candidate list (tests, tools printing top tokens).
- * False (with a message) only when scratch memory cannot be had. */
+/* Run the stages on a caller's candidate list (tests, tools printing top tokens);
+ * NaN logits become -INFINITY. False (with a message) on bad arguments or when
+ * scratch memory cannot be had. */
 bool kiln_sampler_apply(struct kiln_sampler *s, struct kiln_candidates *cand);
 /* Record a token as generated (or as part of the prompt) for the penalties. */
 void kiln_sampler_accept(struct kiln_sampler *s, int32_t token);
@@ -368,8 +369,11 @@ struct kiln_sampler *kiln_sampler_from_params(const struct kiln_sampling_params 
  *   if (n < 0) ... -n bytes (with the NUL) were needed ...
  *
  * The rendered text holds no BOS unless the family writes one inside the
- * history (llama2-sys-bos, monarch, gigachat...): tokenize it with
- * add_special as the vocabulary says, parse_special = true.
+ * history (llama2-sys-bos, monarch, gigachat...). As llama.cpp's chat does:
+ * tokenize the first prompt with add_special = true, parse_special = true.
+ * For a multi-turn chat that keeps its KV cache, render the history without
+ * the new message (add_assistant = false) and with it (add_assistant = true)
+ * and decode only the bytes the second adds (add_special = false then).
  * ========================================================================= */
 
 /* Enum values are not stored anywhere; new families go before _COUNT. */

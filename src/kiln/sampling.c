@@ -531,6 +531,8 @@ bool kiln_sampler_apply(struct kiln_sampler *s, struct kiln_candidates *cand) {
         return false;
     }
     if (!reserve(s, cand->size > 0 ? cand->size : 1)) return false;
+    for (int64_t i = 0; i < cand->size; i++) /* NaN would break the total order */
+        if (isnan(cand->data[i].logit)) cand->data[i].logit = -INFINITY;
     struct samp_work w = s->work;
     apply_stage(s, cand, &w);
     return true;
