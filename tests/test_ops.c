@@ -577,6 +577,21 @@ static void test_cpy(void) {
     run_check(ctx, kt_cast(ctx, a, KT_TYPE_F16), h, 0, 0, "CAST permuted f32 -> f16");
     run_check(ctx, kt_cont(ctx, kt_transpose(ctx, kt_cast(ctx, a, KT_TYPE_F16))), NULL, 0, 0, "CONT f16 chain");
 
+    /* reshaping copies of packed rows: runs end at src and dst row ends that do not line up */
+    for (int k = 0; k < 4; k++) {
+        const enum layout lay = k % 2 ? L_PAD : L_CONT;
+        const enum kt_type to = k < 2 ? KT_TYPE_F32 : KT_TYPE_F16;
+        struct kt_tensor *s = mk(ctx, KT_TYPE_F32, (int64_t[]){13, 6, 5, 1}, lay, -1, 1);
+        double *xs = read_all(s);
+        for (int j = 0; j < 390; j++) xs[j] = round_to(to, xs[j]);
+        char label[64];
+        snprintf(label, sizeof label, "CPY f32 [13,6,5] (%s) -> %s [10,39]", layout_name[lay], kt_type_name(to));
+        run_check(ctx, kt_cpy(ctx, s, kt_new_tensor_2d(ctx, to, 10, 39)), xs, 0, 0, label);
+        snprintf(label, sizeof label, "CPY f32 [13,6,5] (%s) -> %s [30,13]", layout_name[lay], kt_type_name(to));
+        run_check(ctx, kt_cpy(ctx, s, kt_new_tensor_2d(ctx, to, 30, 13)), xs, 0, 0, label);
+        free(xs);
+    }
+
     /* packed rows between F32 and F16/BF16 (the row-converter path), both ways */
     struct kt_tensor *ac = mk(ctx, KT_TYPE_F32, ne, L_CONT, -70000, 70000); /* beyond f16's range too */
     double *xc = read_all(ac), *r16 = malloc(210 * sizeof *r16), *rbf = malloc(210 * sizeof *rbf);

@@ -71,35 +71,40 @@ bool kt_cpu_cpy_supports(const struct kt_tensor *dst) {
 static void dup_elements(const struct kt_tensor *src, struct kt_tensor *dst, int64_t r0, int64_t r1) {
     const int64_t ne0 = dst->ne[0];
     const bool same = src->type == dst->type;
-    const size_t esz = kt_type_size(dst->type);
-    const bool rows_align = src->ne[0] == ne0;
-    const bool packed = rows_align && src->nb[0] == kt_type_size(src->type) && dst->nb[0] == esz;
-    /* packed rows between F32 and F16/BF16: the type table's row converters */
+    const size_t esz = kt_type_size(dst->type), ssz = kt_type_size(src->type);
+    const bool packed = src->nb[0] == ssz && dst->nb[0] == esz;
+    /* packed runs between F32 and F16/BF16: the type table's row converters */
     kt_to_float_fn to_f32 = NULL;
     kt_from_float_fn from_f32 = NULL;
     if (packed && !same && dst->type == KT_TYPE_F32) to_f32 = kt_get_type_traits(src->type)->to_float;
     if (packed && !same && src->type == KT_TYPE_F32) from_f32 = kt_get_type_traits(dst->type)->from_float;
+    const bool runs = packed && (same || to_f32 || from_f32);
     struct walk w;
     walk_seek(&w, src, r0 * ne0);
     for (int64_t ir = r0; ir < r1; ir++) {
         int64_t i1, i2, i3;
         kt_cpu_row_index(dst->ne, ir, &i1, &i2, &i3);
         char *d = kt_cpu_row_ptr(dst, i1, i2, i3);
-        if (packed && (same || to_f32 || from_f32)) {
-            const char *s = walk_ptr(&w);
-            if (same) memcpy(d, s, (size_t)ne0 * esz);
-            else if (to_f32) to_f32(s, (float *)d, ne0);
-            else from_f32((const float *)s, d, ne0);
-            w.i[0] = ne0 - 1;
-            walk_next(&w);
+        if (runs) {
+            /* the longest stretch packed on both sides: to the end of a src or a dst row */
+            for (int64_t i0 = 0; i0 < ne0;) {
+                const int64_t left = src->ne[0] - w.i[0], len = left < ne0 - i0 ? left : ne0 - i0;
+                const char *sp = walk_ptr(&w);
+                if (same) memcpy(d + i0 * esz, sp, (size_t)len * esz);
+                else if (to_f32) to_f32(sp, (float *)(d + i0 * esz), len);
+                else from_f32((const float *)sp, d + i0 * esz, len);
+                i0 += len;
+                w.i[0] += len - 1;
+                walk_next(&w);
+            }
             continue;
         }
         for (int64_t i0 = 0; i0 < ne0; i0++) {
-            const char *s = walk_ptr(&w);
+            const char *sp = walk_ptr(&w);
             if (same) {
-                memcpy(d + i0 * dst->nb[0], s, esz);
+                memcpy(d + i0 * dst->nb[0], sp, esz);
             } else {
-                kt_cpu_store(dst->type, d + i0 * dst->nb[0], kt_cpu_load(src->type, s));
+                kt_cpu_store(dst->type, d + i0 * dst->nb[0], kt_cpu_load(src->type, sp));
             }
             walk_next(&w);
         }
