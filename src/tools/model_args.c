@@ -119,3 +119,127 @@ int64_t model_tokenize(const char *cmd, const struct kiln_vocab *v, const char *
     *out = ids;
     return n;
 }
+
+/* ------------------------------------------------------------------ sampling options */
+
+void gen_args_init(struct gen_args *g) {
+    g->sp = kiln_sampling_default_params();
+    g->n_predict = -1;
+}
+
+int gen_args_parse(struct gen_args *g, const char *cmd, int argc, char **argv, int *i) {
+    const char *o = argv[*i], *v;
+    struct kiln_sampling_params *sp = &g->sp;
+#define VAL() ((v = tool_arg_value(cmd, argc, argv, i)) != NULL)
+    if (!strcmp(o, "-n") || !strcmp(o, "--n-predict")) {
+        if (!VAL() || !tool_parse_int(cmd, o, v, -1, 1 << 24, &g->n_predict)) return -1;
+    } else if (!strcmp(o, "--temp")) {
+        if (!VAL() || !tool_parse_f32(cmd, o, v, 0.0f, 100.0f, &sp->temp)) return -1;
+    } else if (!strcmp(o, "--top-k")) {
+        if (!VAL() || !tool_parse_int(cmd, o, v, 0, 1 << 30, &sp->top_k)) return -1;
+    } else if (!strcmp(o, "--top-p")) {
+        if (!VAL() || !tool_parse_f32(cmd, o, v, 1e-6f, 1.0f, &sp->top_p)) return -1;
+    } else if (!strcmp(o, "--min-p")) {
+        if (!VAL() || !tool_parse_f32(cmd, o, v, 0.0f, 1.0f, &sp->min_p)) return -1;
+    } else if (!strcmp(o, "--typical")) {
+        if (!VAL() || !tool_parse_f32(cmd, o, v, 1e-6f, 1.0f, &sp->typical_p)) return -1;
+    } else if (!strcmp(o, "--repeat-penalty")) {
+        if (!VAL() || !tool_parse_f32(cmd, o, v, 1e-3f, 100.0f, &sp->penalty_repeat)) return -1;
+    } else if (!strcmp(o, "--repeat-last-n")) {
+        if (!VAL() || !tool_parse_int(cmd, o, v, 0, 1 << 20, &sp->penalty_last_n)) return -1;
+    } else if (!strcmp(o, "--frequency-penalty")) {
+        if (!VAL() || !tool_parse_f32(cmd, o, v, -10.0f, 10.0f, &sp->penalty_freq)) return -1;
+    } else if (!strcmp(o, "--presence-penalty")) {
+        if (!VAL() || !tool_parse_f32(cmd, o, v, -10.0f, 10.0f, &sp->penalty_present)) return -1;
+    } else if (!strcmp(o, "-s") || !strcmp(o, "--seed")) {
+        int64_t seed;
+        if (!VAL() || !tool_parse_i64(cmd, o, v, 0, 0xFFFFFFFFLL, &seed)) return -1;
+        sp->seed = (uint32_t)seed;
+    } else {
+        return 0;
+    }
+#undef VAL
+    return 1;
+}
+
+const char *gen_args_help(void) {
+    return "  -n, --n-predict N       tokens to generate (-1: until end of generation or the context is full)\n"
+           "  --temp T                temperature (default 0.8; 0 = greedy)\n"
+           "  --top-k K, --top-p P, --min-p P, --typical P   (defaults 40, 0.95, 0.05, 1.0)\n"
+           "  --repeat-penalty X, --repeat-last-n N, --frequency-penalty X, --presence-penalty X\n"
+           "  -s, --seed N            seed of the random draw (same seed, same text on any machine)\n";
+}
+
+struct kiln_sampler *gen_args_sampler(const struct gen_args *g, const char *cmd) {
+    struct kiln_sampler *s = kiln_sampler_from_params(&g->sp);
+    if (!s) fprintf(stderr, "kiln %s: %s\n", cmd, kiln_sampler_last_error());
+    return s;
+}
+
+/* ------------------------------------------------------------------ generation */
+
+static bool gen_push(struct gen_out *out, int32_t tok) {
+    if (out->n == out->cap) {
+        int64_t cap = out->cap ? out->cap * 2 : 256;
+        int32_t *ids = realloc(out->ids, sizeof(int32_t) * (size_t)cap);
+        if (!ids) return false;
+        out->ids = ids;
+        out->cap = cap;
+    }
+    out->ids[out->n++] = tok;
+    return true;
+}
+
+void gen_out_free(struct gen_out *out) {
+    free(out->ids);
+    memset(out, 0, sizeof *out);
+}
+
+int64_t generate(const char *cmd, struct kiln_context *ctx, const struct kiln_vocab *v, struct kiln_sampler *s,
+                 int32_t n_past, int n_predict, FILE *stream, struct gen_out *out) {
+    const int64_t n_vocab = kiln_vocab_n_tokens(v);
+    const int32_t n_ctx = (int32_t)kiln_n_ctx(ctx);
+    struct kiln_batch b = kiln_batch_init(1);
+    if (!b.capacity) {
+        fprintf(stderr, "kiln %s: out of memory\n", cmd);
+        return -1;
+    }
+    int64_t n = 0;
+    out->hit_eog = false;
+    char piece[256];
+    for (;;) {
+        if (n_predict >= 0 && n >= n_predict) break;
+        int32_t tok = kiln_sampler_sample(s, kiln_get_logits_ith(ctx, -1), n_vocab);
+        if (tok < 0) {
+            fprintf(stderr, "kiln %s: sampling failed: %s\n", cmd, kiln_sampler_last_error());
+            n = -1;
+            break;
+        }
+        kiln_sampler_accept(s, tok);
+        if (kiln_vocab_is_eog(v, tok)) {
+            out->hit_eog = true;
+            break;
+        }
+        if (!gen_push(out, tok)) {
+            fprintf(stderr, "kiln %s: out of memory\n", cmd);
+            n = -1;
+            break;
+        }
+        n++;
+        if (stream) {
+            int64_t len = kiln_token_to_piece(v, tok, piece, sizeof piece, false);
+            if (len > 0) fwrite(piece, 1, (size_t)len, stream);
+            fflush(stream);
+        }
+        if (n_past >= n_ctx) break; /* the context is full */
+        kiln_batch_clear(&b);
+        kiln_batch_add(&b, tok, n_past++, 0, true);
+        if (kiln_decode(ctx, &b) != 0) {
+            fprintf(stderr, "\nkiln %s: decode failed: %s\n", cmd, kiln_context_error(ctx));
+            n = -1;
+            break;
+        }
+    }
+    kiln_batch_free(&b);
+    return n;
+}

@@ -24,4 +24,38 @@ void model_args_free(struct model_args *a);
 int64_t model_tokenize(const char *cmd, const struct kiln_vocab *v, const char *text, bool add_special,
                        int32_t **out);
 
+/* Decode ids[0..n) of sequence 0 from position pos0 in batches of the batch's capacity;
+ * logits for every position when all (written to logits_out if given), else for the last. */
+bool decode_prompt(const char *cmd, struct kiln_context *ctx, struct kiln_batch *batch, const int32_t *ids,
+                   int64_t n, int32_t pos0, bool all, FILE *logits_out, int64_t n_vocab);
+/* The prompt text: -p's value, or the file of -f read whole (*owned is then to be freed). */
+const char *read_prompt(const char *cmd, const char *prompt, const char *file, char **owned);
+void print_ids_json(FILE *f, const int32_t *ids, int64_t n);
+
+/* ---- sampling options shared by run, chat and serve */
+struct gen_args {
+    struct kiln_sampling_params sp;
+    int n_predict;
+};
+void gen_args_init(struct gen_args *g);
+/* like model_args_parse: 1 consumed, 0 not ours, -1 bad value */
+int gen_args_parse(struct gen_args *g, const char *cmd, int argc, char **argv, int *i);
+const char *gen_args_help(void);
+/* The sampler chain for these options; NULL with a message on stderr. */
+struct kiln_sampler *gen_args_sampler(const struct gen_args *g, const char *cmd);
+
+/* Generation after a decode left the last token's logits current with n_past tokens of
+ * sequence 0 in the cache: sample, stream the piece (to stream, if not NULL), decode it,
+ * until an end-of-generation token, n_predict tokens (< 0: until the context is full),
+ * or an error. Generated ids are appended to out (capacity grows). Returns the count,
+ * -1 on error (message printed). */
+struct gen_out {
+    int32_t *ids;
+    int64_t n, cap;
+    bool hit_eog;
+};
+int64_t generate(const char *cmd, struct kiln_context *ctx, const struct kiln_vocab *v, struct kiln_sampler *s,
+                 int32_t n_past, int n_predict, FILE *stream, struct gen_out *out);
+void gen_out_free(struct gen_out *out);
+
 #endif
