@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The model-running subcommands end to end: eval/run/perplexity against llama.cpp's
+# reference data in ../shared, bench's JSON, chat on a pipe, seeds, and impossible
+# flags or files rejected with the right exit code and a message.
+set -u
+KILN=${KILN_BIN:?}
+SHARED=${KILN_SHARED:-../shared}
+pass=0; fail=0
+ok()   { pass=$((pass+1)); }
+bad()  { fail=$((fail+1)); echo "FAIL: $*" >&2; }
+expect_exit() { # code message-substring cmd...
+  local want=$1 msg=$2; shift 2
+  local err; err=$("$@" 2>&1 >/dev/null); local got=$?
+  if [ "$got" = "$want" ] && grep -q -- "$msg" <<<"$err"; then ok; else bad "$* -> exit $got (want $want), stderr: $err"; fi
+}
+if [ ! -d "$SHARED/models" ]; then echo "SKIP test_cli: ../shared is absent"; exit 77; fi
+M=$SHARED/models/kjv-q4_0.gguf
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+# usage errors (2) and runtime errors (1)
+expect_exit 2 "required" "$KILN" run -p hi
+expect_exit 2 "invalid value" "$KILN" run -m "$M" -p hi -t abc
+expect_exit 2 "invalid value" "$KILN" run -m "$M" -p hi -n -5
+expect_exit 2 "invalid value" "$KILN" run -m "$M" -p hi --top-p 1.5
+expect_exit 2 "unknown option" "$KILN" eval -m "$M" -p hi --bogus
+expect_exit 2 "exactly one" "$KILN" eval -m "$M"
+expect_exit 2 "invalid value" "$KILN" eval -m "$M" -p hi -ctk q4_1
+expect_exit 1 "cannot open\|No such" "$KILN" run -m "$tmp/none.gguf" -p hi
+head -c 100000 "$M" > "$tmp/cut.gguf"
+expect_exit 1 "" "$KILN" eval -m "$tmp/cut.gguf" -p hi
+expect_exit 1 "not supported\|architecture" "$KILN" run -m "$SHARED/vocab/ggml-vocab-bert-bge.gguf" -p hi
+expect_exit 2 "unknown command" "$KILN" frobnicate
+
+# eval: tokens as llama.cpp tokenized them, logits file of the right size
+for ref in "$SHARED"/reference/kjv-q4_0-*.json; do
+  prompt=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prompt"], end="")' "$ref")
+  want=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prompt_tokens"])' "$ref")
+  got=$("$KILN" eval -m "$M" -p "$prompt" --logits "$tmp/l.f32" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
+  [ "$got" = "$want" ] && ok || bad "eval tokens for $ref: $got vs $want"
+  n=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["prompt_tokens"]))' "$ref")
+  [ "$(stat -c %s "$tmp/l.f32")" = $((n * 32000 * 4)) ] && ok || bad "logits size for $ref"
+done
+
+# run --temp 0: llama.cpp's greedy tokens up to the first near-tie
+for ref in "$SHARED"/reference/kjv-q8_0-0.json "$SHARED"/reference/qwen2-kjv-q8_0-1.json; do
+  model=$SHARED/models/$(basename "$ref" | sed 's/-[0-9]*\.json$/.gguf/')
+  prompt=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prompt"], end="")' "$ref")
+  "$KILN" run -m "$model" -p "$prompt" -n 24 --temp 0 --json > "$tmp/run.json" || bad "run $model"
+  python3 - "$ref" "$tmp/run.json" <<'PY' && ok || bad "greedy tokens of $ref"
+import json, sys
+ref = json.load(open(sys.argv[1])); got = json.load(open(sys.argv[2]))["tokens"]
+for i, (t, m) in enumerate(zip(ref["greedy_tokens"], ref["greedy_margins"])):
+    if m < 0.02: break
+    if i >= len(got) or got[i] != t: sys.exit("step %d: %s vs %d" % (i, got[i:i+1], t))
+PY
+done
+
+# seeds: same seed, same text; another seed, other text
+a=$("$KILN" run -m "$M" -p "And God said" -n 24 --seed 7 --temp 1)
+b=$("$KILN" run -m "$M" -p "And God said" -n 24 --seed 7 --temp 1)
+c=$("$KILN" run -m "$M" -p "And God said" -n 24 --seed 8 --temp 1)
+[ "$a" = "$b" ] && ok || bad "same seed gave different text"
+[ "$a" != "$c" ] && ok || bad "different seeds gave the same text"
+
+# perplexity within 0.5% of llama.cpp's
+for f in kjv-q8_0.gguf qwen2-kjv-q8_0.gguf; do
+  "$KILN" perplexity -m "$SHARED/models/$f" -f "$SHARED/text/kjv_test_a.txt" -c 128 --json > "$tmp/ppl.json" 2>/dev/null || bad "perplexity $f"
+  python3 - "$SHARED/reference/perplexity.json" "$tmp/ppl.json" "$f" <<'PY' && ok || bad "perplexity of $f"
+import json, sys
+want = json.load(open(sys.argv[1]))["ppl"][sys.argv[3]]; got = json.load(open(sys.argv[2]))
+if abs(got["ppl"] / want - 1) > 0.005 or got["scored"] != 1764: sys.exit("ppl %s vs %s" % (got, want))
+PY
+done
+
+# bench: one JSON record per test with the fields llama-bench users read
+"$KILN" bench -m "$M" -p 16 -n 4 -r 2 -o json > "$tmp/bench.json" || bad "bench"
+python3 - "$tmp/bench.json" <<'PY' && ok || bad "bench json"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert len(r) == 2 and r[0]["n_prompt"] == 16 and r[0]["n_gen"] == 0 and r[1]["n_gen"] == 4 and r[1]["n_prompt"] == 0
+for x in r:
+    for k in ("n_threads", "avg_ts", "stddev_ts", "model_size", "model_type"): assert k in x, k
+    assert x["avg_ts"] > 0
+PY
+expect_exit 2 "-o takes" "$KILN" bench -m "$M" -o xml
+
+# chat on a pipe: two turns, two replies
+out=$(printf 'Who made the heaven?\nAnd the earth?\n' | "$KILN" chat -m "$M" -n 12 --seed 3)
+[ $? = 0 ] && [ "$(grep -c . <<<"$out")" -ge 2 ] && ok || bad "chat on a pipe: $out"
+expect_exit 2 "unknown chat template" "$KILN" chat -m "$M" --template nonsense
+
+echo "test_cli: $pass passed, $fail failed"
+[ "$fail" = 0 ]
