@@ -66,6 +66,15 @@ int main(int argc, char **argv) {
         {KT_TYPE_Q4_K, kt_vec_dot_q4_K_q8_K_avx2, kt_vec_dot_q4_K_q8_K_avx512},
         {KT_TYPE_Q6_K, kt_vec_dot_q6_K_q8_K_avx2, kt_vec_dot_q6_K_q8_K_avx512},
         {KT_TYPE_F16, kt_vec_dot_f16_avx2, kt_vec_dot_f16_avx512},
+        {KT_TYPE_F32, kt_vec_dot_f32_avx2, kt_vec_dot_f32_avx512},
+        {KT_TYPE_Q4_1, kt_vec_dot_q4_1_q8_1_avx2, NULL},
+        {KT_TYPE_Q5_0, kt_vec_dot_q5_0_q8_0_avx2, NULL},
+        {KT_TYPE_Q5_1, kt_vec_dot_q5_1_q8_1_avx2, NULL},
+        {KT_TYPE_IQ4_NL, kt_vec_dot_iq4_nl_q8_0_avx2, NULL},
+        {KT_TYPE_Q2_K, kt_vec_dot_q2_K_q8_K_avx2, NULL},
+        {KT_TYPE_Q3_K, kt_vec_dot_q3_K_q8_K_avx2, NULL},
+        {KT_TYPE_Q5_K, kt_vec_dot_q5_K_q8_K_avx2, NULL},
+        {KT_TYPE_IQ4_XS, kt_vec_dot_iq4_xs_q8_K_avx2, NULL},
     };
     ggml_get_traits_fn ggml = load_ggml();
     printf("%-6s %9s %9s %9s %9s %7s   (TSC ticks per %d-element dot, fastest call)\n", "type", "ref", "avx2",

@@ -32,6 +32,14 @@ static const struct variant variants[] = {
     {"q6_K avx512", KT_TYPE_Q6_K, kt_vec_dot_q6_K_q8_K_avx512, true},
     {"f16 avx512", KT_TYPE_F16, kt_vec_dot_f16_avx512, true},
     {"f32 avx512", KT_TYPE_F32, kt_vec_dot_f32_avx512, true},
+    {"q4_1 avx2", KT_TYPE_Q4_1, kt_vec_dot_q4_1_q8_1_avx2, false},
+    {"q5_0 avx2", KT_TYPE_Q5_0, kt_vec_dot_q5_0_q8_0_avx2, false},
+    {"q5_1 avx2", KT_TYPE_Q5_1, kt_vec_dot_q5_1_q8_1_avx2, false},
+    {"iq4_nl avx2", KT_TYPE_IQ4_NL, kt_vec_dot_iq4_nl_q8_0_avx2, false},
+    {"q2_K avx2", KT_TYPE_Q2_K, kt_vec_dot_q2_K_q8_K_avx2, false},
+    {"q3_K avx2", KT_TYPE_Q3_K, kt_vec_dot_q3_K_q8_K_avx2, false},
+    {"q5_K avx2", KT_TYPE_Q5_K, kt_vec_dot_q5_K_q8_K_avx2, false},
+    {"iq4_xs avx2", KT_TYPE_IQ4_XS, kt_vec_dot_iq4_xs_q8_K_avx2, false},
 };
 
 static bool have_avx2(void) {
@@ -60,15 +68,25 @@ static void make_weights(enum kt_type t, float *x, void *q, int64_t n, bool raw,
     unsigned char *b = q;
     const size_t bytes = kt_row_size(t, n);
     for (size_t k = 0; k < bytes; k++) b[k] = (unsigned char)tu_rand_u64(s);
-    /* put small finite fp16 scales back where the layout keeps them */
+    /* put small finite fp16 scales back where the layout keeps them: byte
+     * offsets of d and of the min/dmin (-1: none), negative from the block end */
+    static const struct { enum kt_type t; int d, m; } where[] = {
+        {KT_TYPE_Q4_0, 0, -1}, {KT_TYPE_Q8_0, 0, -1}, {KT_TYPE_Q4_1, 0, 2}, {KT_TYPE_Q5_0, 0, -1},
+        {KT_TYPE_Q5_1, 0, 2},  {KT_TYPE_IQ4_NL, 0, -1}, {KT_TYPE_IQ4_XS, 0, -1}, {KT_TYPE_Q4_K, 0, 2},
+        {KT_TYPE_Q5_K, 0, 2},  {KT_TYPE_Q6_K, -2, -1}, {KT_TYPE_Q3_K, -2, -1}, {KT_TYPE_Q2_K, -4, -2},
+    };
     const size_t bs = tr->type_size;
-    for (size_t off = 0; off < bytes; off += bs) {
-        kt_fp16_t d = kt_fp32_to_fp16(0.01f * (1 + (float)(tu_rand_u64(s) % 100)));
-        kt_fp16_t m = kt_fp32_to_fp16(0.005f * (float)(tu_rand_u64(s) % 100));
-        if (t == KT_TYPE_Q4_0 || t == KT_TYPE_Q8_0) memcpy(b + off, &d, 2);
-        if (t == KT_TYPE_Q4_K) memcpy(b + off, &d, 2), memcpy(b + off + 2, &m, 2);
-        if (t == KT_TYPE_Q6_K) memcpy(b + off + bs - 2, &d, 2);
+    for (size_t w = 0; w < sizeof where / sizeof where[0]; w++) {
+        if (where[w].t != t) continue;
+        for (size_t off = 0; off < bytes; off += bs) {
+            kt_fp16_t d = kt_fp32_to_fp16(0.01f * (1 + (float)(tu_rand_u64(s) % 100)));
+            kt_fp16_t m = kt_fp32_to_fp16(0.005f * (float)(tu_rand_u64(s) % 100));
+            memcpy(b + off + (where[w].d < 0 ? bs + where[w].d : (size_t)where[w].d), &d, 2);
+            if (where[w].m != -1) memcpy(b + off + (where[w].m < 0 ? bs + where[w].m : (size_t)where[w].m), &m, 2);
+        }
+        return;
     }
+    CHECKF(false, "%s: no scale layout for raw blocks", tr->name);
 }
 
 static void test_dots(void) {

@@ -218,4 +218,15 @@ static inline int kt_q3k_scale(int j, const uint8_t *s) {
     return (lo | (hi << 4)) - 32;
 }
 
+/* All 16 Q3_K scales at once, biased by +32 (4 per 32-bit word, byte j =
+ * kt_q3k_scale(j) + 32): word operations on the 12 packed bytes. */
+static inline void kt_q3k_scale_words(const uint8_t *s, uint32_t o[4]) {
+    uint32_t a[3];
+    memcpy(a, s, 12);
+    o[0] = (a[0] & 0x0f0f0f0fu) | ((a[2] & 0x03030303u) << 4);
+    o[1] = (a[1] & 0x0f0f0f0fu) | (((a[2] >> 2) & 0x03030303u) << 4);
+    o[2] = ((a[0] >> 4) & 0x0f0f0f0fu) | (((a[2] >> 4) & 0x03030303u) << 4);
+    o[3] = ((a[1] >> 4) & 0x0f0f0f0fu) | (((a[2] >> 6) & 0x03030303u) << 4);
+}
+
 #endif

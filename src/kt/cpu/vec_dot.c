@@ -1,7 +1,8 @@
 /*
  * vec_dot.c - picks the dot-product and activation-quantizer kernels the CPU
  * engine uses per type: the best ISA variant this CPU runs (vec_dot_avx512.c,
- * vec_dot_avx2.c), else the reference kernels of the type traits table.
+ * vec_dot_avx2.c, vec_dot_more_avx2.c), else the reference kernels of the
+ * type traits table.
  * Environment KT_CPU_ISA=ref|avx2 caps the choice (for A/B runs and bisecting).
  * Also kt_cpu_features(), the list of SIMD extensions found.
  */
@@ -66,6 +67,14 @@ static const struct {
     {KT_TYPE_Q6_K, kt_vec_dot_q6_K_q8_K_avx2, kt_vec_dot_q6_K_q8_K_avx512},
     {KT_TYPE_F16, kt_vec_dot_f16_avx2, kt_vec_dot_f16_avx512},
     {KT_TYPE_F32, kt_vec_dot_f32_avx2, kt_vec_dot_f32_avx512},
+    {KT_TYPE_Q4_1, kt_vec_dot_q4_1_q8_1_avx2, NULL},
+    {KT_TYPE_Q5_0, kt_vec_dot_q5_0_q8_0_avx2, NULL},
+    {KT_TYPE_Q5_1, kt_vec_dot_q5_1_q8_1_avx2, NULL},
+    {KT_TYPE_IQ4_NL, kt_vec_dot_iq4_nl_q8_0_avx2, NULL},
+    {KT_TYPE_Q2_K, kt_vec_dot_q2_K_q8_K_avx2, NULL},
+    {KT_TYPE_Q3_K, kt_vec_dot_q3_K_q8_K_avx2, NULL},
+    {KT_TYPE_Q5_K, kt_vec_dot_q5_K_q8_K_avx2, NULL},
+    {KT_TYPE_IQ4_XS, kt_vec_dot_iq4_xs_q8_K_avx2, NULL},
 };
 
 static const struct {
