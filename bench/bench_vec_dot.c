@@ -123,7 +123,8 @@ int main(int argc, char **argv) {
                ns[3], ns[3] > 0 ? ns[3] / best : 0.0, res[0], res[3]);
     }
     static const struct { enum kt_type t; kt_from_float_fn avx2; } qz[] = {
-        {KT_TYPE_Q8_0, kt_quantize_row_q8_0_avx2}, {KT_TYPE_Q8_K, kt_quantize_row_q8_K_avx2},
+        {KT_TYPE_Q8_0, kt_quantize_row_q8_0_avx2}, {KT_TYPE_Q8_1, kt_quantize_row_q8_1_avx2},
+        {KT_TYPE_Q8_K, kt_quantize_row_q8_K_avx2},
         {KT_TYPE_F16, kt_fp32_to_fp16_row_avx2}};
     printf("%-6s %9s %9s %9s %9s %7s   (TSC ticks to quantize %d floats, fastest call)\n", "into", "ref", "avx2", "",
            "ggml", "ratio", N);

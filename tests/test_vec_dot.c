@@ -2,7 +2,7 @@
  * test_vec_dot.c - the CPU engine's SIMD kernels against the reference ones
  * of the type traits: each AVX2 / AVX-512 dot product on random blocks
  * (within a float summation-order tolerance: blocks sum exactly in integers),
- * the fast Q8_0/Q8_K/F16 activation quantizers byte for byte, and the dispatch.
+ * the fast Q8_0/Q8_1/Q8_K/F16 activation quantizers byte for byte, and the dispatch.
  * Variants this CPU cannot run are skipped with a message.
  */
 #include <cpuid.h>
@@ -140,6 +140,7 @@ static void test_quantizers(void) {
     if (!have_avx2()) return;
     static const struct { enum kt_type t; kt_from_float_fn fn; const char *name; } qs[] = {
         {KT_TYPE_Q8_0, kt_quantize_row_q8_0_avx2, "q8_0 avx2"},
+        {KT_TYPE_Q8_1, kt_quantize_row_q8_1_avx2, "q8_1 avx2"},
         {KT_TYPE_Q8_K, kt_quantize_row_q8_K_avx2, "q8_K avx2"},
         {KT_TYPE_F16, kt_fp32_to_fp16_row_avx2, "f16 avx2"},
     };

@@ -82,6 +82,7 @@ static const struct {
     kt_from_float_fn avx2;
 } quantizers[] = {
     {KT_TYPE_Q8_0, kt_quantize_row_q8_0_avx2},
+    {KT_TYPE_Q8_1, kt_quantize_row_q8_1_avx2},
     {KT_TYPE_Q8_K, kt_quantize_row_q8_K_avx2},
     {KT_TYPE_F16, kt_fp32_to_fp16_row_avx2},
 };

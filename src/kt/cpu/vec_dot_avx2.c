@@ -1,7 +1,7 @@
 /*
  * vec_dot_avx2.c - AVX2/FMA/F16C variants of the dot products of the types
- * in the model files (Q4_0, Q8_0, Q4_K, Q6_K, F16) and of the Q8_0/Q8_K
- * activation quantizers. Compiled with those ISA flags; called only after
+ * in the model files (Q4_0, Q8_0, Q4_K, Q6_K, F16, F32) and of the activation
+ * quantizers (Q8_0, Q8_1, Q8_K, F16). Compiled with those ISA flags; called only after
  * vec_dot.c has checked the CPU. Contracts: vec_dot_isa.h.
  */
 #include <immintrin.h>
@@ -205,22 +205,37 @@ static inline __m256i pack_i32_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
     return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+/* One 32-element block as the Q8_0/Q8_1 reference does it: d = amax/127,
+ * quants roundf(x * (1/d)). Returns d; *sum gets the sum of the quants. */
+static inline float quantize_block_q8(const float *x, kt_fp16_t *dh, int8_t *qs, int *sum) {
+    __m256 v[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) v[k] = _mm256_loadu_ps(x + 8 * k);
+    const __m256 mx = _mm256_max_ps(_mm256_max_ps(abs_ps(v[0]), abs_ps(v[1])), _mm256_max_ps(abs_ps(v[2]), abs_ps(v[3])));
+    /* scalar, as the reference: d = amax/127, id = 1/d */
+    const float d = hmax_ps(mx) / 127;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    *dh = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT); /* d is finite: same bits as kt_f2h */
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i q[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) q[k] = _mm256_cvttps_epi32(round_away(_mm256_mul_ps(v[k], vid)));
+    _mm256_storeu_si256((__m256i *)qs, pack_i32_i8(q[0], q[1], q[2], q[3]));
+    if (sum) *sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+    return d;
+}
+
 void kt_quantize_row_q8_0_avx2(const float *restrict x, void *restrict vy, int64_t n) {
     kt_block_q8_0 *y = vy;
-    for (int64_t i = 0; i < n / KT_QK8_0; i++, x += KT_QK8_0) {
-        __m256 v[4];
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) v[k] = _mm256_loadu_ps(x + 8 * k);
-        const __m256 mx = _mm256_max_ps(_mm256_max_ps(abs_ps(v[0]), abs_ps(v[1])), _mm256_max_ps(abs_ps(v[2]), abs_ps(v[3])));
-        /* scalar, as the reference: d = amax/127, id = 1/d */
-        const float d = hmax_ps(mx) / 127;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT); /* d is finite: same bits as kt_f2h */
-        const __m256 vid = _mm256_set1_ps(id);
-        __m256i q[4];
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) q[k] = _mm256_cvttps_epi32(round_away(_mm256_mul_ps(v[k], vid)));
-        _mm256_storeu_si256((__m256i *)y[i].qs, pack_i32_i8(q[0], q[1], q[2], q[3]));
+    for (int64_t i = 0; i < n / KT_QK8_0; i++, x += KT_QK8_0) quantize_block_q8(x, &y[i].d, y[i].qs, NULL);
+}
+
+void kt_quantize_row_q8_1_avx2(const float *restrict x, void *restrict vy, int64_t n) {
+    kt_block_q8_1 *y = vy;
+    for (int64_t i = 0; i < n / KT_QK8_1; i++, x += KT_QK8_1) {
+        int sum;
+        const float d = quantize_block_q8(x, &y[i].d, y[i].qs, &sum);
+        y[i].s = kt_f2h((float)sum * d); /* from the unrounded d, as the reference */
     }
 }
 

@@ -30,6 +30,7 @@ void kt_vec_dot_q3_K_q8_K_avx2(int64_t n, float *restrict s, const void *restric
 void kt_vec_dot_q5_K_q8_K_avx2(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 void kt_vec_dot_iq4_xs_q8_K_avx2(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 void kt_quantize_row_q8_0_avx2(const float *restrict x, void *restrict y, int64_t n);
+void kt_quantize_row_q8_1_avx2(const float *restrict x, void *restrict y, int64_t n);
 void kt_quantize_row_q8_K_avx2(const float *restrict x, void *restrict y, int64_t n);
 void kt_fp32_to_fp16_row_avx2(const float *restrict x, void *restrict y, int64_t n);
 
