@@ -3,8 +3,8 @@
  * data: every text of ../shared/vocab/ggml-vocab-*.gguf.inp (separated by
  * "\n__ggml_vocab_test__\n") tokenized with add_special=false,
  * parse_special=false must give exactly the ids of the matching .out line; and
- * the KJV model's vocabulary must give the prompt_tokens llama.cpp recorded in
- * ../shared/reference/kjv-*.json (add_special=true).
+ * the KJV models' vocabularies must give the prompt_tokens llama.cpp recorded in
+ * ../shared/reference/kjv-*.json and qwen2-kjv-*.json (add_special=true).
  */
 #include "gguf.h"
 #include "kiln.h"
@@ -115,55 +115,56 @@ static bool json_prompt(const char *js, char *prompt, size_t cap, int32_t *ids, 
     return true;
 }
 
+/* Every top-level reference/[qwen2-]kjv-MODEL-K.json against the vocabulary of models/[qwen2-]kjv-MODEL.gguf. */
 static void check_kjv(const char *shared) {
-    char path[1024], err[256];
-    snprintf(path, sizeof path, "%s/models/kjv-q4_0.gguf", shared);
-    struct gguf_file *g = gguf_open(path, err, sizeof err);
-    CHECKF(g != NULL, "%s: %s", path, err);
-    struct kiln_vocab *v = g ? kiln_vocab_load(g, err, sizeof err) : NULL;
-    CHECKF(v != NULL, "kjv vocab: %s", err);
-    if (!v) {
-        gguf_close(g);
-        return;
-    }
-    CHECK(kiln_vocab_type(v) == KILN_VOCAB_SPM && kiln_vocab_n_tokens(v) == 32000);
-    snprintf(path, sizeof path, "%s/reference", shared);
-    DIR *d = opendir(path);
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/reference", shared);
+    DIR *d = opendir(dir);
+    CHECKF(d != NULL, "cannot open %s", dir);
     int n_ref = 0;
     struct dirent *de;
     while (d && (de = readdir(d))) {
-        if (strncmp(de->d_name, "kjv-", 4) || !strstr(de->d_name, ".json")) continue;
-        char jp[1400];
-        snprintf(jp, sizeof jp, "%s/%s", path, de->d_name);
-        char *js = tu_read_file(jp, NULL);
+        const char *nm = de->d_name;
+        size_t l = strlen(nm);
+        if ((strncmp(nm, "kjv-", 4) && strncmp(nm, "qwen2-kjv-", 10)) || l < 6 || strcmp(nm + l - 5, ".json")) continue;
+        const char *dash = strrchr(nm, '-');
+        char path[1400], err[256];
+        snprintf(path, sizeof path, "%s/models/%.*s.gguf", shared, (int)(dash - nm), nm);
+        struct gguf_file *g = gguf_open(path, err, sizeof err);
+        CHECKF(g != NULL, "%s: %s", path, err);
+        struct kiln_vocab *v = g ? kiln_vocab_load(g, err, sizeof err) : NULL;
+        CHECKF(v != NULL, "%s: %s", path, err);
+        snprintf(path, sizeof path, "%s/%s", dir, nm);
+        char *js = v ? tu_read_file(path, NULL) : NULL;
         static char prompt[1 << 16];
         static int32_t want[8192], got[8192];
         int nw = 0;
-        CHECKF(js && json_prompt(js, prompt, sizeof prompt, want, &nw), "%s unreadable", jp);
+        CHECKF(!v || (js && json_prompt(js, prompt, sizeof prompt, want, &nw)), "%s unreadable", path);
         if (js) {
+            CHECK(kiln_vocab_type(v) == KILN_VOCAB_SPM && kiln_vocab_n_tokens(v) == 32000);
             int64_t n = kiln_tokenize(v, prompt, strlen(prompt), got, 8192, true, false);
             bool same = n == nw;
             for (int i = 0; same && i < nw; i++) same = got[i] == want[i];
-            CHECKF(same, "%s: prompt tokens differ (got %lld, want %d)", de->d_name, (long long)n, nw);
+            CHECKF(same, "%s: prompt tokens differ (got %lld, want %d)", nm, (long long)n, nw);
             /* and back: after a BOS, llama.cpp keeps SPM's leading space (it only strips
              * it from a first token); without BOS the prompt comes back exactly */
             static char back[1 << 16];
             int64_t m = kiln_detokenize(v, got, n, back, sizeof back, true, false);
             CHECKF(n > 0 && got[0] == kiln_vocab_bos(v) && m == (int64_t)strlen(prompt) + 1 && back[0] == ' ' &&
                        !memcmp(back + 1, prompt, (size_t)m - 1),
-                   "%s: detokenize after BOS differs", de->d_name);
+                   "%s: detokenize after BOS differs", nm);
             n = kiln_tokenize(v, prompt, strlen(prompt), got, 8192, false, false);
             m = kiln_detokenize(v, got, n, back, sizeof back, false, false);
-            CHECKF(m == (int64_t)strlen(prompt) && !memcmp(back, prompt, (size_t)m), "%s: round trip differs",
-                   de->d_name);
+            CHECKF(m == (int64_t)strlen(prompt) && !memcmp(back, prompt, (size_t)m), "%s: round trip differs", nm);
             n_ref++;
         }
         free(js);
+        kiln_vocab_free(v);
+        gguf_close(g);
     }
     if (d) closedir(d);
-    CHECKF(n_ref > 0, "no kjv-*.json references in %s", path);
-    kiln_vocab_free(v);
-    gguf_close(g);
+    CHECKF(n_ref >= 16, "expected the kjv-*.json references in %s, found %d", dir, n_ref);
+    printf("%d prompt references\n", n_ref);
 }
 
 int main(void) {
