@@ -31,7 +31,7 @@ static bool cover_word(const struct kiln_vocab *v, const char *w, size_t n, stru
         if (!kv_ids_push(out, id)) return false;
         i = j;
     }
-    if (out->n == start) return kv_ids_push(out, v->unk);
+    if (out->n == start && v->unk >= 0) return kv_ids_push(out, v->unk);
     return true;
 }
 
