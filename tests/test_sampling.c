@@ -3,7 +3,9 @@
  * worked out by hand in the comments, large random lists against a naive
  * double-precision reference, the seeded draw against an independent
  * xoshiro256** reference (Python, from the published algorithm) and against
- * the softmax it should follow, and rejection of invalid parameters.
+ * the softmax it should follow, every stage against llama.cpp's own samplers
+ * on the same logits (tests/data/sampling_llama_cpp.txt), and rejection of
+ * invalid parameters.
  */
 #include <math.h>
 #include <stdio.h>
@@ -453,6 +455,97 @@ static void test_large(void) {
     free(buf);
 }
 
+/* Stages against llama.cpp's own samplers on the same logits
+ * (tests/data/sampling_llama_cpp.txt, made by sampling_llama_cpp_gen.c beside it):
+ * the same candidates in the same order with the same logits. */
+static struct kiln_sampler *peer_stage(const char *stage, double a, double b, double c, double d) {
+    if (!strcmp(stage, "top_k")) return kiln_sampler_init_top_k((int32_t)a);
+    if (!strcmp(stage, "top_p")) return kiln_sampler_init_top_p((float)a, (size_t)b);
+    if (!strcmp(stage, "min_p")) return kiln_sampler_init_min_p((float)a, (size_t)b);
+    if (!strcmp(stage, "typical")) return kiln_sampler_init_typical((float)a, (size_t)b);
+    if (!strcmp(stage, "temp")) return kiln_sampler_init_temp((float)a);
+    if (!strcmp(stage, "penalties"))
+        return kiln_sampler_init_penalties((int32_t)a, (float)b, (float)c, (float)d);
+    if (!strcmp(stage, "chain")) {
+        struct kiln_sampler *ch = kiln_sampler_chain_new();
+        kiln_sampler_chain_add(ch, kiln_sampler_init_penalties(64, (float)a, (float)b, (float)c));
+        kiln_sampler_chain_add(ch, kiln_sampler_init_top_k((int32_t)d));
+        kiln_sampler_chain_add(ch, kiln_sampler_init_typical(0.9f, 0));
+        kiln_sampler_chain_add(ch, kiln_sampler_init_top_p(0.9f, 0));
+        kiln_sampler_chain_add(ch, kiln_sampler_init_min_p(0.05f, 0));
+        kiln_sampler_chain_add(ch, kiln_sampler_init_temp(0.7f));
+        return ch;
+    }
+    return NULL;
+}
+
+static void test_llama_cpp_stages(void) {
+    const char *src = getenv("KILN_SRC");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/data/sampling_llama_cpp.txt", src ? src : "..");
+    char *text = tu_read_file(path, NULL);
+    CHECKF(text != NULL, "cannot read %s (set KILN_SRC)", path);
+    if (!text) return;
+    float *logits = NULL;
+    struct kiln_token_prob *buf = NULL;
+    int64_t n = 0;
+    int cases = 0, bad = 0;
+    char *p = text;
+    for (;;) {
+        char stage[16];
+        int used = 0;
+        if (sscanf(p, "%15s%n", stage, &used) != 1) break;
+        p += used;
+        if (!strcmp(stage, "logits")) {
+            n = strtol(p, &p, 10);
+            CHECK(n > 0 && n <= 100000);
+            if (n <= 0 || n > 100000) break;
+            free(logits);
+            free(buf);
+            logits = malloc((size_t)n * sizeof *logits);
+            buf = malloc((size_t)n * sizeof *buf);
+            for (int64_t i = 0; i < n; i++) logits[i] = (float)strtod(p, &p);
+            continue;
+        }
+        double a = strtod(p, &p), b = strtod(p, &p), c = strtod(p, &p), d = strtod(p, &p);
+        struct kiln_sampler *s = peer_stage(stage, a, b, c, d);
+        CHECKF(s != NULL && logits != NULL, "case %d: stage %s: %s", cases, stage, kiln_sampler_last_error());
+        if (!s || !logits) break;
+        long nhist = strtol(p, &p, 10);
+        for (long i = 0; i < nhist; i++) kiln_sampler_accept(s, (int32_t)strtol(p, &p, 10));
+        long m = strtol(p, &p, 10);
+        struct kiln_candidates cand = cands(buf, logits, n);
+        CHECK(kiln_sampler_apply(s, &cand));
+        bool ok = cand.size == m;
+        int64_t first = -1;
+        for (long i = 0; i < m; i++) {
+            long id = strtol(p, &p, 10);
+            if (ok && cand.data[i].id != id && first < 0) first = i;
+        }
+        for (long i = 0; i < m; i++) {
+            float want = (float)strtod(p, &p);
+            if (ok && first < 0 && i < cand.size) {
+                float got = cand.data[i].logit;
+                if (!(got == want || fabsf(got - want) <= 1e-6f * fabsf(want))) first = i;
+            }
+        }
+        if (!ok || first >= 0) {
+            bad++;
+            fprintf(
+                stderr,
+                "llama.cpp case %d (%s %g %g %g %g, n %lld): kept %lld want %ld, first difference at %lld\n",
+                cases, stage, a, b, c, d, (long long)n, (long long)cand.size, m, (long long)first);
+        }
+        kiln_sampler_free(s);
+        cases++;
+    }
+    CHECKF(bad == 0, "%d of %d llama.cpp cases differ", bad, cases);
+    CHECKF(cases == 132, "%d cases read", cases);
+    free(logits);
+    free(buf);
+    free(text);
+}
+
 static void expect_reject(struct kiln_sampler *s, const char *what, const char *label) {
     CHECKF(s == NULL, "%s accepted", label);
     CHECKF(strstr(kiln_sampler_last_error(), what) != NULL, "%s: message \"%s\" does not name %s", label,
@@ -593,6 +686,7 @@ int main(void) {
     test_seed();
     test_distribution();
     test_large();
+    test_llama_cpp_stages();
     test_invalid();
     test_from_params();
     return tu_finish("test_sampling");
