@@ -160,11 +160,24 @@ bool gguf_writer_set_arr(struct gguf_writer *w, const char *key, enum gguf_type 
 bool gguf_writer_set_arr_str(struct gguf_writer *w, const char *key, const struct gguf_str *strs, uint64_t n);
 /* Copy every key/value of a reader (e.g. quantize keeps metadata), then override as needed. */
 bool gguf_writer_copy_kv(struct gguf_writer *w, const struct gguf_file *g);
+/* Drop key if present (true either way). A key set again after removal goes to the end,
+ * as ggml's writer orders a value it replaces. */
+bool gguf_writer_remove_key(struct gguf_writer *w, const char *key);
 bool gguf_writer_set_alignment(struct gguf_writer *w, uint32_t alignment);
 /* Add a tensor; data (kt_row_size(type, ne[0]) * rows bytes) is referenced, not copied:
  * it must stay valid until gguf_writer_write returns. */
 bool gguf_writer_add_tensor(struct gguf_writer *w, const char *name, enum kt_type type, int n_dims,
                             const int64_t *ne, const void *data);
+/* Streaming: a tensor whose bytes are produced while the file is written, so that
+ * files larger than memory (quantized or synthetic models) never sit in memory.
+ * fill writes rows [row0, row0 + nrows) into buf (kt_row_size(type, ne[0]) bytes
+ * per row, rows counted over ne[1..3]); it is called in row order with slabs of
+ * at most GGUF_FILL_SLAB bytes (at least one row) and returns false with a
+ * message in err to abandon the write (no file is left behind). */
+#define GGUF_FILL_SLAB ((size_t)32 << 20)
+typedef bool (*gguf_fill_fn)(void *user, int64_t row0, int64_t nrows, void *buf, char *err, size_t errlen);
+bool gguf_writer_add_tensor_fill(struct gguf_writer *w, const char *name, enum kt_type type, int n_dims,
+                                 const int64_t *ne, gguf_fill_fn fill, void *user);
 /* Write to path (via a temporary file renamed into place, so a failure never leaves a half file). */
 bool gguf_writer_write(struct gguf_writer *w, const char *path);
 const char *gguf_writer_error(const struct gguf_writer *w);

@@ -1,6 +1,7 @@
 /*
  * writer.c - builds a GGUF v3 file: metadata values serialized as they are set,
- * tensors referenced until written, data laid out back to back at the file's
+ * tensors referenced until written (or produced by a fill callback while
+ * writing, for files larger than memory), data laid out back to back at the file's
  * alignment (the layout ggml's reader requires). Written to a temporary file in
  * the target's directory and renamed into place, so a failure leaves no half file.
  */
@@ -29,6 +30,8 @@ struct wtensor {
     int64_t ne[KT_MAX_DIMS];
     size_t size;
     const void *data;
+    gguf_fill_fn fill; /* instead of data: rows produced at write time */
+    void *user;
 };
 
 struct gguf_writer {
@@ -197,6 +200,20 @@ bool gguf_writer_copy_kv(struct gguf_writer *w, const struct gguf_file *g) {
     return true;
 }
 
+bool gguf_writer_remove_key(struct gguf_writer *w, const char *key) {
+    if (!w || !key) return false;
+    size_t len = strlen(key);
+    for (size_t i = 0; i < w->n_kv; i++) {
+        if (w->kv[i].key_len != len || memcmp(w->kv[i].key, key, len) != 0) continue;
+        free(w->kv[i].key);
+        free(w->kv[i].val);
+        memmove(&w->kv[i], &w->kv[i + 1], (w->n_kv - i - 1) * sizeof *w->kv);
+        w->n_kv--;
+        break;
+    }
+    return true;
+}
+
 bool gguf_writer_set_alignment(struct gguf_writer *w, uint32_t alignment) {
     if (!w) return false;
     if (alignment == 0 || (alignment & (alignment - 1)))
@@ -204,8 +221,8 @@ bool gguf_writer_set_alignment(struct gguf_writer *w, uint32_t alignment) {
     return gguf_writer_set_u32(w, "general.alignment", alignment);
 }
 
-bool gguf_writer_add_tensor(struct gguf_writer *w, const char *name, enum kt_type type, int n_dims,
-                            const int64_t *ne, const void *data) {
+static bool add_tensor(struct gguf_writer *w, const char *name, enum kt_type type, int n_dims, const int64_t *ne,
+                       const void *data, gguf_fill_fn fill, void *user) {
     if (!w) return false;
     if (!name || !*name) return werr(w, "tensor name is empty");
     size_t len = strlen(name);
@@ -215,7 +232,7 @@ bool gguf_writer_add_tensor(struct gguf_writer *w, const char *name, enum kt_typ
     if (!kt_type_is_valid((int)type)) return werr(w, "tensor '%s': unknown type id %d", name, (int)type);
     if (n_dims < 1 || n_dims > KT_MAX_DIMS || !ne)
         return werr(w, "tensor '%s': n_dims %d (must be 1..%d)", name, n_dims, KT_MAX_DIMS);
-    struct wtensor t = {.type = type, .n_dims = n_dims, .data = data};
+    struct wtensor t = {.type = type, .n_dims = n_dims, .data = data, .fill = fill, .user = user};
     int64_t nel = 1;
     for (int j = 0; j < KT_MAX_DIMS; j++) {
         t.ne[j] = j < n_dims ? ne[j] : 1;
@@ -230,7 +247,7 @@ bool gguf_writer_add_tensor(struct gguf_writer *w, const char *name, enum kt_typ
     uint64_t rows = (uint64_t)(nel / t.ne[0]);
     if (row == 0 || rows > SIZE_MAX / row) return werr(w, "tensor '%s': byte size overflows", name);
     t.size = row * (size_t)rows;
-    if (!data) return werr(w, "tensor '%s': NULL data", name);
+    if (!data && !fill) return werr(w, "tensor '%s': NULL data", name);
     t.name = malloc(len + 1);
     if (!t.name || !grow(w, (void **)&w->t, &w->cap_t, w->n_t, sizeof *w->t)) {
         free(t.name);
@@ -239,6 +256,18 @@ bool gguf_writer_add_tensor(struct gguf_writer *w, const char *name, enum kt_typ
     memcpy(t.name, name, len + 1);
     w->t[w->n_t++] = t;
     return true;
+}
+
+bool gguf_writer_add_tensor(struct gguf_writer *w, const char *name, enum kt_type type, int n_dims,
+                            const int64_t *ne, const void *data) {
+    if (!data && w) return werr(w, "tensor '%s': NULL data", name ? name : "");
+    return add_tensor(w, name, type, n_dims, ne, data, NULL, NULL);
+}
+
+bool gguf_writer_add_tensor_fill(struct gguf_writer *w, const char *name, enum kt_type type, int n_dims,
+                                 const int64_t *ne, gguf_fill_fn fill, void *user) {
+    if (!fill && w) return werr(w, "tensor '%s': NULL fill callback", name ? name : "");
+    return add_tensor(w, name, type, n_dims, ne, NULL, fill, user);
 }
 
 /* ---- output */
@@ -292,7 +321,30 @@ static bool file_alignment(struct gguf_writer *w, size_t *align) {
     return true;
 }
 
-static void write_all(struct gguf_writer *w, struct out *o, size_t align) {
+/* Stream a fill tensor through one slab buffer; false (message set) if the callback fails. */
+static bool write_filled(struct gguf_writer *w, struct out *o, const struct wtensor *t, uint8_t **slab,
+                         size_t *slab_size) {
+    const size_t row = kt_row_size(t->type, t->ne[0]);
+    const int64_t rows = (int64_t)(t->size / row);
+    const int64_t per = row >= GGUF_FILL_SLAB ? 1 : (int64_t)(GGUF_FILL_SLAB / row);
+    const size_t need = (size_t)(per < rows ? per : rows) * row;
+    if (need > *slab_size) {
+        uint8_t *p = realloc(*slab, need);
+        if (!p) return werr(w, "out of memory (%zu bytes for tensor '%s')", need, t->name);
+        *slab = p;
+        *slab_size = need;
+    }
+    for (int64_t r = 0; r < rows && o->ok; r += per) {
+        const int64_t n = rows - r < per ? rows - r : per;
+        char msg[GGUF_ERRLEN] = "";
+        if (!t->fill(t->user, r, n, *slab, msg, sizeof msg))
+            return werr(w, "tensor '%s': %s", t->name, msg[0] ? msg : "data source failed");
+        put_bytes(o, *slab, (size_t)n * row);
+    }
+    return true;
+}
+
+static bool write_all(struct gguf_writer *w, struct out *o, size_t align) {
     put_bytes(o, GGUF_MAGIC, 4);
     put_u32(o, 3);
     put_u64(o, w->n_t);
@@ -318,10 +370,16 @@ static void write_all(struct gguf_writer *w, struct out *o, size_t align) {
         offset += t->size + (align - t->size % align) % align;
     }
     pad_to(o, align);
-    for (size_t i = 0; i < w->n_t; i++) {
-        put_bytes(o, w->t[i].data, w->t[i].size);
+    uint8_t *slab = NULL;
+    size_t slab_size = 0;
+    bool ok = true;
+    for (size_t i = 0; i < w->n_t && ok && o->ok; i++) {
+        if (w->t[i].fill) ok = write_filled(w, o, &w->t[i], &slab, &slab_size);
+        else put_bytes(o, w->t[i].data, w->t[i].size);
         pad_to(o, align);
     }
+    free(slab);
+    return ok;
 }
 
 bool gguf_writer_write(struct gguf_writer *w, const char *path) {
@@ -342,13 +400,19 @@ bool gguf_writer_write(struct gguf_writer *w, const char *path) {
     }
     fchmod(fd, 0644); /* mkstemp makes 0600; a model file is meant to be shared */
     struct out o = {.f = fdopen(fd, "wb"), .pos = 0, .ok = true};
+    bool filled = true; /* false: a fill callback failed and its message is already in w->err */
     if (!o.f) {
         close(fd);
         o.ok = false;
     } else {
-        write_all(w, &o, align);
+        filled = write_all(w, &o, align);
         if (fflush(o.f) != 0 || fsync(fileno(o.f)) != 0) o.ok = false;
         if (fclose(o.f) != 0) o.ok = false;
+    }
+    if (!filled) {
+        unlink(tmp);
+        free(tmp);
+        return false;
     }
     if (!o.ok || rename(tmp, path) != 0) {
         werr(w, "cannot write %s: %s", path, strerror(errno ? errno : EIO));
