@@ -137,12 +137,47 @@ static bool bpe_word(const struct kiln_vocab *v, struct work *w, const char *t, 
     return true;
 }
 
+/* Words repeat: a per-call, direct-mapped cache of word -> ids spares the merges
+ * (the result of a word depends on nothing else). Made only for longer texts. */
+#define WC_SLOTS 4096
+struct wcache {
+    struct {
+        uint64_t hash;
+        size_t woff, wlen, ioff, ilen;
+    } *slot;
+    struct kv_buf words;
+    struct kv_ids ids;
+};
+
+static bool wc_lookup(struct wcache *c, uint64_t h, const char *w, size_t n, struct kv_ids *out, bool *hit) {
+    *hit = false;
+    if (!c->slot) return true;
+    size_t i = h & (WC_SLOTS - 1);
+    if (c->slot[i].hash != h || c->slot[i].wlen != n || memcmp(c->words.p + c->slot[i].woff, w, n)) return true;
+    *hit = true;
+    for (size_t k = 0; k < c->slot[i].ilen; k++)
+        if (!kv_ids_push(out, c->ids.p[c->slot[i].ioff + k])) return false;
+    return true;
+}
+
+static bool wc_store(struct wcache *c, uint64_t h, const char *w, size_t n, const int32_t *ids, size_t k) {
+    if (!c->slot) return true;
+    size_t i = h & (WC_SLOTS - 1), woff = c->words.n, ioff = c->ids.n;
+    if (!kv_buf_put(&c->words, w, n)) return false;
+    for (size_t j = 0; j < k; j++)
+        if (!kv_ids_push(&c->ids, ids[j])) return false;
+    c->slot[i].hash = h, c->slot[i].woff = woff, c->slot[i].wlen = n, c->slot[i].ioff = ioff, c->slot[i].ilen = k;
+    return true;
+}
+
 bool kv_tokenize_bpe(const struct kiln_vocab *v, const char *text, size_t len, struct kv_ids *out) {
     size_t n, *lens = NULL, n_lens = 0;
     uint32_t *cp = kv_utf8_to_cpts(text, len, &n);
     if (!cp) return false;
     struct work w = {0};
+    struct wcache wc = {0};
     bool ok = kv_split(v->splitter, cp, n, &lens, &n_lens);
+    if (ok && n_lens > 256) ok = (wc.slot = calloc(WC_SLOTS, sizeof *wc.slot)) != NULL;
     size_t c0 = 0;
     for (size_t k = 0; ok && k < n_lens; k++) {
         /* the word as the merges see it: UTF-8, then (byte_encode) each byte as its GPT-2 character */
@@ -160,8 +195,18 @@ bool kv_tokenize_bpe(const struct kiln_vocab *v, const char *text, size_t len, s
             }
         }
         c0 += lens[k];
-        if (ok) ok = bpe_word(v, &w, w.word.p, w.word.n, out);
+        if (!ok || w.word.n == 0) continue;
+        uint64_t h = kv_hash_bytes(w.word.p, w.word.n);
+        bool hit;
+        ok = wc_lookup(&wc, h, w.word.p, w.word.n, out, &hit);
+        if (!ok || hit) continue;
+        size_t start = out->n;
+        ok = bpe_word(v, &w, w.word.p, w.word.n, out) &&
+             wc_store(&wc, h, w.word.p, w.word.n, out->p + start, out->n - start);
     }
+    free(wc.slot);
+    free(wc.words.p);
+    free(wc.ids.p);
     free(w.s);
     free(w.h.p);
     free(w.word.p);
