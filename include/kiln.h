@@ -1,7 +1,7 @@
 /*
  * kiln.h - the kiln runtime's public header. This file grows by sections:
- * vocabulary (tokenizers), model, context (KV cache, batched decode); sampling
- * comes later. Every section follows the house rules: errors are values, ids
+ * vocabulary (tokenizers), model, context (KV cache, batched decode), sampling,
+ * chat templates, quantize. Every section follows the house rules: errors are values, ids
  * and lengths from callers are checked, nothing here prints.
  */
 #ifndef KILN_H

@@ -2,8 +2,8 @@
  * chat.c - `kiln chat`: a multi-turn conversation on stdin/stdout. Each user
  * line is added to the conversation, the conversation is rendered with the
  * model's chat template family (or --template NAME; ChatML when the model has
- * none), and only the text the cache has not yet seen is decoded: the KV cache
- * is kept across turns.
+ * none) and tokenized, and only the tokens after the prefix the KV cache already
+ * holds are decoded: the cache is kept across turns.
  */
 #include "model_args.h"
 #include "gguf.h"
@@ -115,9 +115,8 @@ int cmd_chat(int argc, char **argv) {
     struct kiln_batch batch = {0};
     struct kiln_sampler *smpl = gen_args_sampler(&ga, cmd);
     char *line = NULL;
-    int64_t prev_len = 0; /* bytes of the rendering already in the cache */
     size_t line_cap = 0;
-    int32_t n_past = 0;
+    struct gen_out cache = {0}; /* the ids the KV cache holds, in order */
     if (!smpl || !model_args_load(&ma, cmd, 0)) goto done;
     if (!tmpl_name) tmpl = model_template(ma.model);
     const struct kiln_vocab *v = kiln_model_vocab(ma.model);
@@ -136,42 +135,41 @@ int cmd_chat(int argc, char **argv) {
         int64_t len;
         char *text = render(tmpl, &conv, true, &len);
         if (!text) goto oom;
-        /* decode only what the cache has not seen: the rendering grows at its end */
-        const char *delta = text + (prev_len <= len ? prev_len : len);
+        /* tokenize the whole conversation and reuse the cached prefix it shares: exact
+         * even where a template trims or rewrites earlier turns */
         int32_t *ids = NULL;
-        int64_t n = model_tokenize(cmd, v, delta, n_past == 0 && kiln_vocab_add_bos(v), &ids);
+        int64_t n = model_tokenize(cmd, v, text, kiln_vocab_add_bos(v), &ids);
         free(text);
         if (n < 0) goto done;
-        int64_t rendered = len;
-        if (n_past + n >= (int64_t)kiln_n_ctx(ma.ctx)) {
+        if (n >= (int64_t)kiln_n_ctx(ma.ctx)) {
             free(ids);
             fprintf(stderr, "kiln %s: the conversation is longer than the context (%u tokens)\n", cmd,
                     kiln_n_ctx(ma.ctx));
             goto done;
         }
-        bool ok = n > 0 && decode_prompt(cmd, ma.ctx, &batch, ids, n, n_past, false, NULL, n_vocab);
+        int64_t keep = 0;
+        while (keep < n && keep < cache.n && cache.ids[keep] == ids[keep]) keep++;
+        if (keep == n) keep--; /* decode at least the last token to get fresh logits */
+        kiln_kv_seq_rm(ma.ctx, 0, (int32_t)keep, -1);
+        cache.n = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (!gen_push_id(&cache, ids[i])) {
+                free(ids);
+                goto oom;
+            }
+        bool ok = decode_prompt(cmd, ma.ctx, &batch, ids + keep, n - keep, (int32_t)keep, false, NULL, n_vocab);
         free(ids);
         if (!ok) goto done;
-        n_past += (int32_t)n;
-        struct gen_out out = {0};
-        int64_t n_gen = generate(cmd, ma.ctx, v, smpl, n_past, ga.n_predict, stdout, &out);
+        /* generated tokens are appended to the cache's ids (the end-of-generation token
+         * that stops it is not: it was never decoded) */
+        int64_t n_gen = generate(cmd, ma.ctx, v, smpl, (int32_t)n, ga.n_predict, stdout, &cache);
         fputc('\n', stdout);
         fflush(stdout);
-        if (n_gen < 0) {
-            gen_out_free(&out);
-            goto done;
-        }
-        /* the last sampled token (end of generation) was never decoded: the cache holds
-         * n_gen generated tokens */
-        n_past += (int32_t)n_gen;
+        if (n_gen < 0) goto done;
         char reply[1 << 16];
-        int64_t rl = kiln_detokenize(v, out.ids, out.n, reply, sizeof reply, false, false);
-        gen_out_free(&out);
+        int64_t rl = kiln_detokenize(v, cache.ids + n, n_gen, reply, sizeof reply, false, false);
         if (rl < 0) rl = 0;
         if (!conv_add(&conv, "assistant", reply, (size_t)rl)) goto oom;
-        /* the cache has seen this turn's rendering and the reply; the template's end of
-         * turn after the reply comes with the next delta */
-        prev_len = rendered + rl;
         kiln_sampler_reset(smpl);
     }
     rc = EXIT_OK;
@@ -180,6 +178,7 @@ oom:
     fprintf(stderr, "kiln %s: out of memory\n", cmd);
 done:
     free(line);
+    gen_out_free(&cache);
     conv_free(&conv);
     kiln_batch_free(&batch);
     kiln_sampler_free(smpl);

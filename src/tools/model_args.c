@@ -178,7 +178,7 @@ struct kiln_sampler *gen_args_sampler(const struct gen_args *g, const char *cmd)
 
 /* ------------------------------------------------------------------ generation */
 
-static bool gen_push(struct gen_out *out, int32_t tok) {
+bool gen_push_id(struct gen_out *out, int32_t tok) {
     if (out->n == out->cap) {
         int64_t cap = out->cap ? out->cap * 2 : 256;
         int32_t *ids = realloc(out->ids, sizeof(int32_t) * (size_t)cap);
@@ -220,7 +220,7 @@ int64_t generate(const char *cmd, struct kiln_context *ctx, const struct kiln_vo
             out->hit_eog = true;
             break;
         }
-        if (!gen_push(out, tok)) {
+        if (!gen_push_id(out, tok)) {
             fprintf(stderr, "kiln %s: out of memory\n", cmd);
             n = -1;
             break;

@@ -57,5 +57,6 @@ struct gen_out {
 int64_t generate(const char *cmd, struct kiln_context *ctx, const struct kiln_vocab *v, struct kiln_sampler *s,
                  int32_t n_past, int n_predict, FILE *stream, struct gen_out *out);
 void gen_out_free(struct gen_out *out);
+bool gen_push_id(struct gen_out *out, int32_t tok);
 
 #endif
