@@ -187,6 +187,7 @@ static void test_binary(void) {
         enum kt_op op = ops[c % 4];
         int64_t ne[4], ne1[4];
         rand_shape(ne, 4, 9);
+        if (c % 3 == 0) ne[0] = 1 + rnd(50); /* rows past one SIMD vector */
         for (int d = 0; d < 4; d++) {
             /* broadcast: src1's dim is the whole dim, 1, or another divisor */
             int64_t r = rnd(3);
@@ -812,7 +813,9 @@ int main(void) {
     /* again with the scalar kernels where SIMD ones exist: both must meet the reference */
     setenv("KT_CPU_ISA", "ref", 1);
     pass_name = "KT_CPU_ISA=ref";
+    test_binary();
     test_unary();
+    test_rows();
     test_rope();
     test_soft_max();
     kt_threadpool_free(pool);

@@ -1,6 +1,6 @@
 /*
  * ops_avx512.c - AVX-512 row kernels for the ops whose cost is exp(): softmax,
- * silu, swiglu, gelu. A vector exp (range reduction + polynomial, about 1 ulp)
+ * silu, swiglu, gelu; and rope's rotation, add/sub/mul/div and scale. A vector exp (range reduction + polynomial, about 1 ulp)
  * replaces libm's scalar expf. Tails use masked loads, so every element of a
  * row goes through the same arithmetic whatever the row length.
  */
@@ -193,5 +193,38 @@ void kt_cpu_rope_row_avx512(int64_t n_pairs, bool neox, float *y, const float *x
     if (i < n_pairs) {
         const int64_t left = n_pairs - i;
         rope16(tail_mask(left), tail_mask(2 * left), tail_mask(2 * left - 16), neox, n_pairs, i, y, x, c, s);
+    }
+}
+
+static inline __m512 bin16(enum kt_cpu_bin_op op, __m512 a, __m512 b) {
+    switch (op) {
+    case KT_CPU_ADD: return _mm512_add_ps(a, b);
+    case KT_CPU_SUB: return _mm512_sub_ps(a, b);
+    case KT_CPU_MUL: return _mm512_mul_ps(a, b);
+    default: return _mm512_div_ps(a, b);
+    }
+}
+
+void kt_cpu_bin_row_avx512(enum kt_cpu_bin_op op, int64_t n, float *d, const float *a, const float *b,
+                           bool b_scalar) {
+    const __m512 bs = _mm512_set1_ps(b[0]);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(d + i, bin16(op, _mm512_loadu_ps(a + i), b_scalar ? bs : _mm512_loadu_ps(b + i)));
+    if (i < n) {
+        const __mmask16 k = tail_mask(n - i);
+        /* masked-off lanes divide 0 by 1, not by 0: no spurious exception flags either way */
+        const __m512 vb = b_scalar ? bs : _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), k, b + i);
+        _mm512_mask_storeu_ps(d + i, k, bin16(op, _mm512_maskz_loadu_ps(k, a + i), vb));
+    }
+}
+
+void kt_cpu_scale_row_avx512(int64_t n, float *y, const float *x, float s, float b) {
+    const __m512 vs = _mm512_set1_ps(s), vb = _mm512_set1_ps(b);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vs), vb));
+    if (i < n) {
+        const __mmask16 k = tail_mask(n - i);
+        _mm512_mask_storeu_ps(y + i, k, _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), vs), vb));
     }
 }

@@ -19,29 +19,27 @@ static inline float gelu_f(float x) {
 
 /* ------------------------------------------------------------------ binary */
 
-enum bin_kind { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV };
-
-static inline float bin_apply(enum bin_kind k, float a, float b) {
+static inline float bin_apply(enum kt_cpu_bin_op k, float a, float b) {
     switch (k) {
-    case BIN_ADD: return a + b;
-    case BIN_SUB: return a - b;
-    case BIN_MUL: return a * b;
+    case KT_CPU_ADD: return a + b;
+    case KT_CPU_SUB: return a - b;
+    case KT_CPU_MUL: return a * b;
     default: return a / b;
     }
 }
 
 /* d[i] = a[i] op b[i]; d may alias a. The switch sits outside the loop so each
  * loop vectorizes. */
-static void bin_row_f32(enum bin_kind k, int64_t n, float *d, const float *a, const float *b) {
+static void bin_row_f32(enum kt_cpu_bin_op k, int64_t n, float *d, const float *a, const float *b) {
     switch (k) {
-    case BIN_ADD: for (int64_t i = 0; i < n; i++) d[i] = a[i] + b[i]; break;
-    case BIN_SUB: for (int64_t i = 0; i < n; i++) d[i] = a[i] - b[i]; break;
-    case BIN_MUL: for (int64_t i = 0; i < n; i++) d[i] = a[i] * b[i]; break;
-    case BIN_DIV: for (int64_t i = 0; i < n; i++) d[i] = a[i] / b[i]; break;
+    case KT_CPU_ADD: for (int64_t i = 0; i < n; i++) d[i] = a[i] + b[i]; break;
+    case KT_CPU_SUB: for (int64_t i = 0; i < n; i++) d[i] = a[i] - b[i]; break;
+    case KT_CPU_MUL: for (int64_t i = 0; i < n; i++) d[i] = a[i] * b[i]; break;
+    case KT_CPU_DIV: for (int64_t i = 0; i < n; i++) d[i] = a[i] / b[i]; break;
     }
 }
 
-static void binary(const struct kt_compute_params *p, struct kt_tensor *dst, enum bin_kind k) {
+static void binary(const struct kt_compute_params *p, struct kt_tensor *dst, enum kt_cpu_bin_op k) {
     const struct kt_tensor *a = dst->src[0], *b = dst->src[1];
     const int64_t ne0 = dst->ne[0];
     const int64_t ne10 = b->ne[0];
@@ -51,6 +49,7 @@ static void binary(const struct kt_compute_params *p, struct kt_tensor *dst, enu
 
     const bool f32 = dst->type == KT_TYPE_F32 && a->type == KT_TYPE_F32 && b->type == KT_TYPE_F32 &&
                      dst->nb[0] == sizeof(float) && a->nb[0] == sizeof(float) && b->nb[0] == sizeof(float);
+    const bool simd = f32 && (ne10 == 1 || ne10 == ne0) && kt_cpu_ops_use_avx512();
 
     for (int64_t ir = r0; ir < r1; ir++) {
         int64_t i1, i2, i3;
@@ -58,7 +57,9 @@ static void binary(const struct kt_compute_params *p, struct kt_tensor *dst, enu
         char *d = kt_cpu_row_ptr(dst, i1, i2, i3);
         const char *x = kt_cpu_row_ptr(a, i1, i2, i3);
         const char *y = kt_cpu_row_ptr(b, i1 % b->ne[1], i2 % b->ne[2], i3 % b->ne[3]);
-        if (f32) {
+        if (simd) {
+            kt_cpu_bin_row_avx512(k, ne0, (float *)d, (const float *)x, (const float *)y, ne10 == 1);
+        } else if (f32) {
             if (ne10 == 1) {
                 /* one value per row (a per-row scale or bias) */
                 float *df = (float *)d;
@@ -80,10 +81,10 @@ static void binary(const struct kt_compute_params *p, struct kt_tensor *dst, enu
     }
 }
 
-void kt_cpu_add(const struct kt_compute_params *p, struct kt_tensor *dst) { binary(p, dst, BIN_ADD); }
-void kt_cpu_sub(const struct kt_compute_params *p, struct kt_tensor *dst) { binary(p, dst, BIN_SUB); }
-void kt_cpu_mul(const struct kt_compute_params *p, struct kt_tensor *dst) { binary(p, dst, BIN_MUL); }
-void kt_cpu_div(const struct kt_compute_params *p, struct kt_tensor *dst) { binary(p, dst, BIN_DIV); }
+void kt_cpu_add(const struct kt_compute_params *p, struct kt_tensor *dst) { binary(p, dst, KT_CPU_ADD); }
+void kt_cpu_sub(const struct kt_compute_params *p, struct kt_tensor *dst) { binary(p, dst, KT_CPU_SUB); }
+void kt_cpu_mul(const struct kt_compute_params *p, struct kt_tensor *dst) { binary(p, dst, KT_CPU_MUL); }
+void kt_cpu_div(const struct kt_compute_params *p, struct kt_tensor *dst) { binary(p, dst, KT_CPU_DIV); }
 
 /* ------------------------------------------------------------------ unary */
 
@@ -125,8 +126,8 @@ static void unary(const struct kt_compute_params *p, struct kt_tensor *dst, enum
                      a->nb[0] == sizeof(float);
     /* exp-bound rows go to the SIMD kernels when the CPU has them */
     void (*simd)(int64_t, float *, const float *) = NULL;
-    if (f32 && (k == UN_SILU || k == UN_GELU) && kt_cpu_ops_use_avx512())
-        simd = k == UN_SILU ? kt_cpu_silu_row_avx512 : kt_cpu_gelu_row_avx512;
+    const bool isa = f32 && kt_cpu_ops_use_avx512();
+    if (isa && (k == UN_SILU || k == UN_GELU)) simd = k == UN_SILU ? kt_cpu_silu_row_avx512 : kt_cpu_gelu_row_avx512;
 
     for (int64_t ir = r0; ir < r1; ir++) {
         int64_t i1, i2, i3;
@@ -135,6 +136,8 @@ static void unary(const struct kt_compute_params *p, struct kt_tensor *dst, enum
         const char *x = kt_cpu_row_ptr(a, i1, i2, i3);
         if (simd) {
             simd(ne0, (float *)d, (const float *)x);
+        } else if (isa && k == UN_SCALE) {
+            kt_cpu_scale_row_avx512(ne0, (float *)d, (const float *)x, s, b);
         } else if (f32) {
             un_row_f32(k, ne0, (float *)d, (const float *)x, s, b);
         } else {

@@ -12,6 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+enum kt_cpu_bin_op { KT_CPU_ADD, KT_CPU_SUB, KT_CPU_MUL, KT_CPU_DIV };
+
+/* d[i] = a[i] op b[i] (b_scalar: op b[0] for every i); d may alias a. */
+void kt_cpu_bin_row_avx512(enum kt_cpu_bin_op op, int64_t n, float *d, const float *a, const float *b,
+                           bool b_scalar);
+/* y[i] = x[i]*s + b, rounded after the product as the scalar loop does; y may alias x. */
+void kt_cpu_scale_row_avx512(int64_t n, float *y, const float *x, float s, float b);
+
 /* y = softmax(x*scale + slope*mask) over n elements; mask is NULL, F32 or F16 (mask_f16).
  * A row whose every logit is -inf becomes zeros. y may alias x. */
 void kt_cpu_soft_max_row_avx512(int64_t n, float *y, const float *x, const void *mask, bool mask_f16, float scale,

@@ -3,6 +3,7 @@
  * argmax. Each row is reduced by one thread in index order with a double
  * accumulator, so a row's result never depends on the thread count.
  */
+#include "ops_isa.h"
 #include "ops_util.h"
 
 /* Loads row element i0 as float: the F32 packed case without the type switch. */
@@ -53,6 +54,8 @@ void kt_cpu_rms_norm(const struct kt_compute_params *p, struct kt_tensor *dst) {
     const struct kt_tensor *a = dst->src[0];
     const int64_t n = a->ne[0];
     const float eps = kt_get_op_param_f32(dst, 0);
+    const bool packed = a->type == KT_TYPE_F32 && a->nb[0] == sizeof(float);
+    const bool simd = packed && dst->type == KT_TYPE_F32 && dst->nb[0] == sizeof(float) && kt_cpu_ops_use_avx512();
     int64_t r0, r1;
     kt_cpu_split_rows(p, kt_nrows(a), &r0, &r1);
     for (int64_t ir = r0; ir < r1; ir++) {
@@ -60,14 +63,24 @@ void kt_cpu_rms_norm(const struct kt_compute_params *p, struct kt_tensor *dst) {
         kt_cpu_row_index(a->ne, ir, &i1, &i2, &i3);
         const char *x = kt_cpu_row_ptr(a, i1, i2, i3);
         char *y = kt_cpu_row_ptr(dst, i1, i2, i3);
+        /* one double sum in index order, as llama.cpp sums: results agree bit for bit */
         double sum = 0.0;
-        for (int64_t i = 0; i < n; i++) {
-            const float v = row_at(a, x, i);
-            sum += (double)(v * v);
+        if (packed) {
+            const float *xf = (const float *)x;
+            for (int64_t i = 0; i < n; i++) sum += (double)(xf[i] * xf[i]);
+        } else {
+            for (int64_t i = 0; i < n; i++) {
+                const float v = row_at(a, x, i);
+                sum += (double)(v * v);
+            }
         }
         const float mean = (float)(sum / (double)n);
         const float scale = 1.0f / sqrtf(mean + eps);
-        for (int64_t i = 0; i < n; i++) row_set(dst, y, i, row_at(a, x, i) * scale);
+        if (simd) {
+            kt_cpu_scale_row_avx512(n, (float *)y, (const float *)x, scale, 0.0f);
+        } else {
+            for (int64_t i = 0; i < n; i++) row_set(dst, y, i, row_at(a, x, i) * scale);
+        }
     }
 }
 
