@@ -72,9 +72,12 @@ int32_t kv_find(const struct kiln_vocab *v, const char *s, size_t n) {
 static uint64_t pair_key(int32_t l, int32_t r) { return (((uint64_t)(uint32_t)l << 32) | (uint32_t)r) + 1; }
 
 static size_t pair_slot(uint64_t k, size_t mask) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
+    /* splitmix64's finalizer: ids are small and dense, every bit must move */
+    k ^= k >> 30;
+    k *= 0xbf58476d1ce4e5b9ULL;
+    k ^= k >> 27;
+    k *= 0x94d049bb133111ebULL;
+    k ^= k >> 31;
     return (size_t)k & mask;
 }
 
