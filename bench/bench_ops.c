@@ -36,7 +36,8 @@ struct g_api {
     void *(*new_3d)(void *, int, int64_t, int64_t, int64_t);
     void *(*get_data)(const void *);
     void *(*soft_max_ext)(void *, void *, void *, float, float);
-    void *(*rope_ext)(void *, void *, void *, void *, int, int, int, float, float, float, float, float, float);
+    void *(*rope_ext)(void *, void *, void *, void *, int, int, int, float, float, float, float, float,
+                      float);
     void *(*rms_norm)(void *, void *, float);
     void *(*mul)(void *, void *, void *);
     void *(*add)(void *, void *, void *);
@@ -72,9 +73,10 @@ static bool load_ggml(struct g_api *g) {
            sym(base, "ggml_new_tensor_1d", &g->new_1d) && sym(base, "ggml_new_tensor_2d", &g->new_2d) &&
            sym(base, "ggml_new_tensor_3d", &g->new_3d) && sym(base, "ggml_get_data", &g->get_data) &&
            sym(base, "ggml_soft_max_ext", &g->soft_max_ext) && sym(base, "ggml_rope_ext", &g->rope_ext) &&
-           sym(base, "ggml_rms_norm", &g->rms_norm) && sym(base, "ggml_mul", &g->mul) && sym(base, "ggml_add", &g->add) &&
-           sym(base, "ggml_swiglu_split", &g->swiglu_split) && sym(base, "ggml_silu", &g->silu) &&
-           sym(base, "ggml_cpy", &g->cpy) && sym(base, "ggml_new_graph", &g->new_graph) &&
+           sym(base, "ggml_rms_norm", &g->rms_norm) && sym(base, "ggml_mul", &g->mul) &&
+           sym(base, "ggml_add", &g->add) && sym(base, "ggml_swiglu_split", &g->swiglu_split) &&
+           sym(base, "ggml_silu", &g->silu) && sym(base, "ggml_cpy", &g->cpy) &&
+           sym(base, "ggml_new_graph", &g->new_graph) &&
            sym(base, "ggml_build_forward_expand", &g->build_forward_expand) &&
            sym(cpu, "ggml_graph_compute_with_ctx", &g->compute_with_ctx);
 }
@@ -92,10 +94,22 @@ struct shape {
 /* per op: KJV (head 32, 8 heads, embd 256, ff 768) and a 7B layer (head 128, 32 heads, embd 4096,
  * ff 11008) at 512 tokens; soft_max is one layer's attention scores */
 static const struct shape shapes[2][OP_COUNT] = {
-    {{"kjv", 512, 512, 8}, {"kjv", 32, 8, 512}, {"kjv", 256, 512, 1}, {"kjv", 256, 512, 1},
-     {"kjv", 256, 512, 1}, {"kjv", 768, 512, 1}, {"kjv", 768, 512, 1}, {"kjv", 256, 512, 1}},
-    {{"7b", 512, 512, 32}, {"7b", 128, 32, 512}, {"7b", 4096, 512, 1}, {"7b", 4096, 512, 1},
-     {"7b", 4096, 512, 1}, {"7b", 11008, 512, 1}, {"7b", 11008, 512, 1}, {"7b", 4096, 512, 1}},
+    {{"kjv", 512, 512, 8},
+     {"kjv", 32, 8, 512},
+     {"kjv", 256, 512, 1},
+     {"kjv", 256, 512, 1},
+     {"kjv", 256, 512, 1},
+     {"kjv", 768, 512, 1},
+     {"kjv", 768, 512, 1},
+     {"kjv", 256, 512, 1}},
+    {{"7b", 512, 512, 32},
+     {"7b", 128, 32, 512},
+     {"7b", 4096, 512, 1},
+     {"7b", 4096, 512, 1},
+     {"7b", 4096, 512, 1},
+     {"7b", 11008, 512, 1},
+     {"7b", 11008, 512, 1},
+     {"7b", 4096, 512, 1}},
 };
 
 /* One thread: CPU time of this thread, which other jobs on a shared machine do not
@@ -120,12 +134,14 @@ static double time_kiln(enum op op, const struct shape *s, int reps, int threads
     if (op == OP_SOFT_MAX) {
         struct kt_tensor *m = kt_new_tensor_2d(ctx, KT_TYPE_F16, s->d0, s->d1);
         kt_fp16_t *mp = m->data;
-        for (int64_t i = 0; i < s->d0 * s->d1; i++) mp[i] = kt_fp32_to_fp16(i % s->d0 > i / s->d0 ? -INFINITY : 0.0f);
+        for (int64_t i = 0; i < s->d0 * s->d1; i++)
+            mp[i] = kt_fp32_to_fp16(i % s->d0 > i / s->d0 ? -INFINITY : 0.0f);
         out = kt_soft_max_ext(ctx, a, m, 0.125f, 0.0f);
     } else if (op == OP_ROPE) {
         struct kt_tensor *pos = kt_new_tensor_1d(ctx, KT_TYPE_I32, s->d2);
         for (int64_t i = 0; i < s->d2; i++) ((int32_t *)pos->data)[i] = (int32_t)i;
-        out = kt_rope(ctx, a, pos, (struct kt_rope_params){(int32_t)s->d0, KT_ROPE_NORMAL, 0, 10000.0f, 1.0f});
+        out =
+            kt_rope(ctx, a, pos, (struct kt_rope_params){(int32_t)s->d0, KT_ROPE_NORMAL, 0, 10000.0f, 1.0f});
     } else if (op == OP_RMS_NORM) {
         out = kt_rms_norm(ctx, a, 1e-5f);
     } else if (op == OP_MUL) {
@@ -161,7 +177,8 @@ static double time_ggml(const struct g_api *g, enum op op, const struct shape *s
     if (op == OP_SOFT_MAX) {
         void *m = g->new_2d(ctx, G_F16, s->d0, s->d1);
         kt_fp16_t *mp = g->get_data(m);
-        for (int64_t i = 0; i < s->d0 * s->d1; i++) mp[i] = kt_fp32_to_fp16(i % s->d0 > i / s->d0 ? -INFINITY : 0.0f);
+        for (int64_t i = 0; i < s->d0 * s->d1; i++)
+            mp[i] = kt_fp32_to_fp16(i % s->d0 > i / s->d0 ? -INFINITY : 0.0f);
         out = g->soft_max_ext(ctx, a, m, 0.125f, 0.0f);
     } else if (op == OP_ROPE) {
         void *pos = g->new_1d(ctx, G_I32, s->d2);
@@ -207,8 +224,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "kt_threadpool_new: %s\n", kt_last_error());
         return 1;
     }
-    printf("%-16s %-4s %10s %10s %7s   (%d threads, best of %d)\n", "op", "size", "kiln ms", "ggml ms", "ratio",
-           threads, reps);
+    printf("%-16s %-4s %10s %10s %7s   (%d threads, best of %d)\n", "op", "size", "kiln ms", "ggml ms",
+           "ratio", threads, reps);
     for (int z = 0; z < 2; z++)
         for (int op = 0; op < OP_COUNT; op++) {
             const struct shape *s = &shapes[z][op];

@@ -1,8 +1,8 @@
 /*
  * ops_avx512.c - AVX-512 row kernels for the ops whose cost is exp(): softmax,
- * silu, swiglu, gelu; and rope's rotation, add/sub/mul/div and scale. A vector exp (range reduction + polynomial, about 1 ulp)
- * replaces libm's scalar expf. Tails use masked loads, so every element of a
- * row goes through the same arithmetic whatever the row length.
+ * silu, swiglu, gelu; and rope's rotation, add/sub/mul/div and scale. A vector exp (range reduction +
+ * polynomial, about 1 ulp) replaces libm's scalar expf. Tails use masked loads, so every element of a row
+ * goes through the same arithmetic whatever the row length.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -87,8 +87,8 @@ void kt_cpu_swiglu_row_avx512(int64_t n, float *y, const float *x, const float *
 }
 
 /* logits x*scale + slope*mask of 16 elements (k: which exist) */
-static inline __m512 logits(__mmask16 k, const float *x, const void *mask, bool mask_f16, __m512 vs, __m512 vslope,
-                            int64_t i) {
+static inline __m512 logits(__mmask16 k, const float *x, const void *mask, bool mask_f16, __m512 vs,
+                            __m512 vslope, int64_t i) {
     __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), vs);
     if (mask) {
         const __m512 m = mask_f16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, (const uint16_t *)mask + i))
@@ -100,11 +100,12 @@ static inline __m512 logits(__mmask16 k, const float *x, const void *mask, bool 
 
 static inline void add_pd(__m512d *s0, __m512d *s1, __m512 e) {
     *s0 = _mm512_add_pd(*s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-    *s1 = _mm512_add_pd(*s1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    *s1 =
+        _mm512_add_pd(*s1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
 }
 
-void kt_cpu_soft_max_row_avx512(int64_t n, float *y, const float *x, const void *mask, bool mask_f16, float scale,
-                                float slope) {
+void kt_cpu_soft_max_row_avx512(int64_t n, float *y, const float *x, const void *mask, bool mask_f16,
+                                float scale, float slope) {
     const __m512 vs = _mm512_set1_ps(scale), vslope = _mm512_set1_ps(slope);
     const __mmask16 all = 0xffff, kt = tail_mask(n % 16);
     const int64_t nv = n - n % 16;
@@ -147,8 +148,8 @@ void kt_cpu_soft_max_row_avx512(int64_t n, float *y, const float *x, const void 
 
 /* 16 rotated pairs starting at pair i (k: which exist); the arithmetic is the scalar
  * path's fmaf(x0, c, -(x1 s)) and fmaf(x0, s, x1 c), which matches llama.cpp's */
-static inline void rope16(__mmask16 k, __mmask16 lo, __mmask16 hi, bool neox, int64_t n_pairs, int64_t i, float *y,
-                          const float *x, const float *c, const float *s) {
+static inline void rope16(__mmask16 k, __mmask16 lo, __mmask16 hi, bool neox, int64_t n_pairs, int64_t i,
+                          float *y, const float *x, const float *c, const float *s) {
     const __m512 vc = _mm512_maskz_loadu_ps(k, c + i), vs = _mm512_maskz_loadu_ps(k, s + i);
     __m512 x0, x1;
     if (neox) {
@@ -186,7 +187,8 @@ static inline void rope16(__mmask16 k, __mmask16 lo, __mmask16 hi, bool neox, in
     }
 }
 
-void kt_cpu_rope_row_avx512(int64_t n_pairs, bool neox, float *y, const float *x, const float *c, const float *s) {
+void kt_cpu_rope_row_avx512(int64_t n_pairs, bool neox, float *y, const float *x, const float *c,
+                            const float *s) {
     int64_t i = 0;
     /* both pair loads of a NeoX block are read before its stores: y may alias x */
     for (; i + 16 <= n_pairs; i += 16) rope16(0xffff, 0xffff, 0xffff, neox, n_pairs, i, y, x, c, s);
@@ -198,10 +200,14 @@ void kt_cpu_rope_row_avx512(int64_t n_pairs, bool neox, float *y, const float *x
 
 static inline __m512 bin16(enum kt_cpu_bin_op op, __m512 a, __m512 b) {
     switch (op) {
-    case KT_CPU_ADD: return _mm512_add_ps(a, b);
-    case KT_CPU_SUB: return _mm512_sub_ps(a, b);
-    case KT_CPU_MUL: return _mm512_mul_ps(a, b);
-    default: return _mm512_div_ps(a, b);
+    case KT_CPU_ADD:
+        return _mm512_add_ps(a, b);
+    case KT_CPU_SUB:
+        return _mm512_sub_ps(a, b);
+    case KT_CPU_MUL:
+        return _mm512_mul_ps(a, b);
+    default:
+        return _mm512_div_ps(a, b);
     }
 }
 
@@ -222,9 +228,11 @@ void kt_cpu_bin_row_avx512(enum kt_cpu_bin_op op, int64_t n, float *d, const flo
 void kt_cpu_scale_row_avx512(int64_t n, float *y, const float *x, float s, float b) {
     const __m512 vs = _mm512_set1_ps(s), vb = _mm512_set1_ps(b);
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vs), vb));
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vs), vb));
     if (i < n) {
         const __mmask16 k = tail_mask(n - i);
-        _mm512_mask_storeu_ps(y + i, k, _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), vs), vb));
+        _mm512_mask_storeu_ps(y + i, k,
+                              _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), vs), vb));
     }
 }

@@ -59,7 +59,8 @@ bool kt_cpu_cpy_supports(const struct kt_tensor *dst) {
         return false;
     }
     if (td->is_quantized) {
-        if (!quantizer(dst->type) || dst->nb[0] != td->type_size || dst->ne[0] % td->blck_size != 0) return false;
+        if (!quantizer(dst->type) || dst->nb[0] != td->type_size || dst->ne[0] % td->blck_size != 0)
+            return false;
         if (src->type == dst->type) return true;
     } else if (!is_scalar_float(dst->type)) {
         return false;
@@ -90,9 +91,12 @@ static void dup_elements(const struct kt_tensor *src, struct kt_tensor *dst, int
             for (int64_t i0 = 0; i0 < ne0;) {
                 const int64_t left = src->ne[0] - w.i[0], len = left < ne0 - i0 ? left : ne0 - i0;
                 const char *sp = walk_ptr(&w);
-                if (same) memcpy(d + i0 * esz, sp, (size_t)len * esz);
-                else if (to_f32) to_f32(sp, (float *)(d + i0 * esz), len);
-                else from_f32((const float *)sp, d + i0 * esz, len);
+                if (same)
+                    memcpy(d + i0 * esz, sp, (size_t)len * esz);
+                else if (to_f32)
+                    to_f32(sp, (float *)(d + i0 * esz), len);
+                else
+                    from_f32((const float *)sp, d + i0 * esz, len);
                 i0 += len;
                 w.i[0] += len - 1;
                 walk_next(&w);
@@ -187,8 +191,8 @@ void kt_cpu_concat(const struct kt_compute_params *p, struct kt_tensor *dst) {
                 s = b;
                 k[dim] -= a->ne[dim];
             }
-            const char *sp = (const char *)s->data + k[0] * s->nb[0] + k[1] * s->nb[1] + k[2] * s->nb[2] +
-                             k[3] * s->nb[3];
+            const char *sp =
+                (const char *)s->data + k[0] * s->nb[0] + k[1] * s->nb[1] + k[2] * s->nb[2] + k[3] * s->nb[3];
             if (s->type == dst->type) {
                 memcpy(d + i0 * dst->nb[0], sp, esz);
             } else {

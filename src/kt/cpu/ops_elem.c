@@ -12,7 +12,9 @@
 #define KT_GELU_COEF_A 0.044715f
 #define KT_SQRT_2_OVER_PI 0.79788456080286535587989211986876f
 
-static inline float silu_f(float x) { return x / (1.0f + expf(-x)); }
+static inline float silu_f(float x) {
+    return x / (1.0f + expf(-x));
+}
 static inline float gelu_f(float x) {
     return 0.5f * x * (1.0f + tanhf(KT_SQRT_2_OVER_PI * x * (1.0f + KT_GELU_COEF_A * x * x)));
 }
@@ -21,10 +23,14 @@ static inline float gelu_f(float x) {
 
 static inline float bin_apply(enum kt_cpu_bin_op k, float a, float b) {
     switch (k) {
-    case KT_CPU_ADD: return a + b;
-    case KT_CPU_SUB: return a - b;
-    case KT_CPU_MUL: return a * b;
-    default: return a / b;
+    case KT_CPU_ADD:
+        return a + b;
+    case KT_CPU_SUB:
+        return a - b;
+    case KT_CPU_MUL:
+        return a * b;
+    default:
+        return a / b;
     }
 }
 
@@ -32,10 +38,18 @@ static inline float bin_apply(enum kt_cpu_bin_op k, float a, float b) {
  * loop vectorizes. */
 static void bin_row_f32(enum kt_cpu_bin_op k, int64_t n, float *d, const float *a, const float *b) {
     switch (k) {
-    case KT_CPU_ADD: for (int64_t i = 0; i < n; i++) d[i] = a[i] + b[i]; break;
-    case KT_CPU_SUB: for (int64_t i = 0; i < n; i++) d[i] = a[i] - b[i]; break;
-    case KT_CPU_MUL: for (int64_t i = 0; i < n; i++) d[i] = a[i] * b[i]; break;
-    case KT_CPU_DIV: for (int64_t i = 0; i < n; i++) d[i] = a[i] / b[i]; break;
+    case KT_CPU_ADD:
+        for (int64_t i = 0; i < n; i++) d[i] = a[i] + b[i];
+        break;
+    case KT_CPU_SUB:
+        for (int64_t i = 0; i < n; i++) d[i] = a[i] - b[i];
+        break;
+    case KT_CPU_MUL:
+        for (int64_t i = 0; i < n; i++) d[i] = a[i] * b[i];
+        break;
+    case KT_CPU_DIV:
+        for (int64_t i = 0; i < n; i++) d[i] = a[i] / b[i];
+        break;
     }
 }
 
@@ -81,10 +95,18 @@ static void binary(const struct kt_compute_params *p, struct kt_tensor *dst, enu
     }
 }
 
-void kt_cpu_add(const struct kt_compute_params *p, struct kt_tensor *dst) { binary(p, dst, KT_CPU_ADD); }
-void kt_cpu_sub(const struct kt_compute_params *p, struct kt_tensor *dst) { binary(p, dst, KT_CPU_SUB); }
-void kt_cpu_mul(const struct kt_compute_params *p, struct kt_tensor *dst) { binary(p, dst, KT_CPU_MUL); }
-void kt_cpu_div(const struct kt_compute_params *p, struct kt_tensor *dst) { binary(p, dst, KT_CPU_DIV); }
+void kt_cpu_add(const struct kt_compute_params *p, struct kt_tensor *dst) {
+    binary(p, dst, KT_CPU_ADD);
+}
+void kt_cpu_sub(const struct kt_compute_params *p, struct kt_tensor *dst) {
+    binary(p, dst, KT_CPU_SUB);
+}
+void kt_cpu_mul(const struct kt_compute_params *p, struct kt_tensor *dst) {
+    binary(p, dst, KT_CPU_MUL);
+}
+void kt_cpu_div(const struct kt_compute_params *p, struct kt_tensor *dst) {
+    binary(p, dst, KT_CPU_DIV);
+}
 
 /* ------------------------------------------------------------------ unary */
 
@@ -92,23 +114,41 @@ enum un_kind { UN_SCALE, UN_SQR, UN_SQRT, UN_SILU, UN_GELU, UN_RELU };
 
 static inline float un_apply(enum un_kind k, float x, float s, float b) {
     switch (k) {
-    case UN_SCALE: return x * s + b;
-    case UN_SQR: return x * x;
-    case UN_SQRT: return sqrtf(x);
-    case UN_SILU: return silu_f(x);
-    case UN_GELU: return gelu_f(x);
-    default: return x > 0.0f ? x : 0.0f;
+    case UN_SCALE:
+        return x * s + b;
+    case UN_SQR:
+        return x * x;
+    case UN_SQRT:
+        return sqrtf(x);
+    case UN_SILU:
+        return silu_f(x);
+    case UN_GELU:
+        return gelu_f(x);
+    default:
+        return x > 0.0f ? x : 0.0f;
     }
 }
 
 static void un_row_f32(enum un_kind k, int64_t n, float *d, const float *x, float s, float b) {
     switch (k) {
-    case UN_SCALE: for (int64_t i = 0; i < n; i++) d[i] = x[i] * s + b; break;
-    case UN_SQR: for (int64_t i = 0; i < n; i++) d[i] = x[i] * x[i]; break;
-    case UN_SQRT: for (int64_t i = 0; i < n; i++) d[i] = sqrtf(x[i]); break;
-    case UN_SILU: for (int64_t i = 0; i < n; i++) d[i] = silu_f(x[i]); break;
-    case UN_GELU: for (int64_t i = 0; i < n; i++) d[i] = gelu_f(x[i]); break;
-    case UN_RELU: for (int64_t i = 0; i < n; i++) d[i] = x[i] > 0.0f ? x[i] : 0.0f; break;
+    case UN_SCALE:
+        for (int64_t i = 0; i < n; i++) d[i] = x[i] * s + b;
+        break;
+    case UN_SQR:
+        for (int64_t i = 0; i < n; i++) d[i] = x[i] * x[i];
+        break;
+    case UN_SQRT:
+        for (int64_t i = 0; i < n; i++) d[i] = sqrtf(x[i]);
+        break;
+    case UN_SILU:
+        for (int64_t i = 0; i < n; i++) d[i] = silu_f(x[i]);
+        break;
+    case UN_GELU:
+        for (int64_t i = 0; i < n; i++) d[i] = gelu_f(x[i]);
+        break;
+    case UN_RELU:
+        for (int64_t i = 0; i < n; i++) d[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        break;
     }
 }
 
@@ -127,7 +167,8 @@ static void unary(const struct kt_compute_params *p, struct kt_tensor *dst, enum
     /* exp-bound rows go to the SIMD kernels when the CPU has them */
     void (*simd)(int64_t, float *, const float *) = NULL;
     const bool isa = f32 && kt_cpu_ops_use_avx512();
-    if (isa && (k == UN_SILU || k == UN_GELU)) simd = k == UN_SILU ? kt_cpu_silu_row_avx512 : kt_cpu_gelu_row_avx512;
+    if (isa && (k == UN_SILU || k == UN_GELU))
+        simd = k == UN_SILU ? kt_cpu_silu_row_avx512 : kt_cpu_gelu_row_avx512;
 
     for (int64_t ir = r0; ir < r1; ir++) {
         int64_t i1, i2, i3;
@@ -149,12 +190,24 @@ static void unary(const struct kt_compute_params *p, struct kt_tensor *dst, enum
     }
 }
 
-void kt_cpu_scale(const struct kt_compute_params *p, struct kt_tensor *dst) { unary(p, dst, UN_SCALE); }
-void kt_cpu_sqr(const struct kt_compute_params *p, struct kt_tensor *dst) { unary(p, dst, UN_SQR); }
-void kt_cpu_sqrt(const struct kt_compute_params *p, struct kt_tensor *dst) { unary(p, dst, UN_SQRT); }
-void kt_cpu_silu(const struct kt_compute_params *p, struct kt_tensor *dst) { unary(p, dst, UN_SILU); }
-void kt_cpu_gelu(const struct kt_compute_params *p, struct kt_tensor *dst) { unary(p, dst, UN_GELU); }
-void kt_cpu_relu(const struct kt_compute_params *p, struct kt_tensor *dst) { unary(p, dst, UN_RELU); }
+void kt_cpu_scale(const struct kt_compute_params *p, struct kt_tensor *dst) {
+    unary(p, dst, UN_SCALE);
+}
+void kt_cpu_sqr(const struct kt_compute_params *p, struct kt_tensor *dst) {
+    unary(p, dst, UN_SQR);
+}
+void kt_cpu_sqrt(const struct kt_compute_params *p, struct kt_tensor *dst) {
+    unary(p, dst, UN_SQRT);
+}
+void kt_cpu_silu(const struct kt_compute_params *p, struct kt_tensor *dst) {
+    unary(p, dst, UN_SILU);
+}
+void kt_cpu_gelu(const struct kt_compute_params *p, struct kt_tensor *dst) {
+    unary(p, dst, UN_GELU);
+}
+void kt_cpu_relu(const struct kt_compute_params *p, struct kt_tensor *dst) {
+    unary(p, dst, UN_RELU);
+}
 
 /* ------------------------------------------------------------------ swiglu */
 

@@ -22,14 +22,15 @@ void kt_cpu_scale_row_avx512(int64_t n, float *y, const float *x, float s, float
 
 /* y = softmax(x*scale + slope*mask) over n elements; mask is NULL, F32 or F16 (mask_f16).
  * A row whose every logit is -inf becomes zeros. y may alias x. */
-void kt_cpu_soft_max_row_avx512(int64_t n, float *y, const float *x, const void *mask, bool mask_f16, float scale,
-                                float slope);
+void kt_cpu_soft_max_row_avx512(int64_t n, float *y, const float *x, const void *mask, bool mask_f16,
+                                float scale, float slope);
 void kt_cpu_silu_row_avx512(int64_t n, float *y, const float *x);
 void kt_cpu_gelu_row_avx512(int64_t n, float *y, const float *x);
 void kt_cpu_swiglu_row_avx512(int64_t n, float *y, const float *x, const float *g);
 /* One packed F32 rope row: pair i is (x[2i], x[2i+1]) or, NeoX, (x[i], x[i+n_pairs]), rotated by
  * the angle whose cos/sin are c[i], s[i]; the same fused arithmetic as the scalar loop. y may alias x. */
-void kt_cpu_rope_row_avx512(int64_t n_pairs, bool neox, float *y, const float *x, const float *c, const float *s);
+void kt_cpu_rope_row_avx512(int64_t n_pairs, bool neox, float *y, const float *x, const float *c,
+                            const float *s);
 
 /* Whether the AVX-512 row kernels may run: the CPU has AVX-512F/DQ/BW/VL and the
  * environment does not cap the ISA (KT_CPU_ISA=ref|avx2, as for the dot products).

@@ -55,7 +55,8 @@ void kt_cpu_rms_norm(const struct kt_compute_params *p, struct kt_tensor *dst) {
     const int64_t n = a->ne[0];
     const float eps = kt_get_op_param_f32(dst, 0);
     const bool packed = a->type == KT_TYPE_F32 && a->nb[0] == sizeof(float);
-    const bool simd = packed && dst->type == KT_TYPE_F32 && dst->nb[0] == sizeof(float) && kt_cpu_ops_use_avx512();
+    const bool simd =
+        packed && dst->type == KT_TYPE_F32 && dst->nb[0] == sizeof(float) && kt_cpu_ops_use_avx512();
     int64_t r0, r1;
     kt_cpu_split_rows(p, kt_nrows(a), &r0, &r1);
     for (int64_t ir = r0; ir < r1; ir++) {
@@ -100,8 +101,12 @@ static void sum_rows_impl(const struct kt_compute_params *p, struct kt_tensor *d
     }
 }
 
-void kt_cpu_sum_rows(const struct kt_compute_params *p, struct kt_tensor *dst) { sum_rows_impl(p, dst, false); }
-void kt_cpu_mean(const struct kt_compute_params *p, struct kt_tensor *dst) { sum_rows_impl(p, dst, true); }
+void kt_cpu_sum_rows(const struct kt_compute_params *p, struct kt_tensor *dst) {
+    sum_rows_impl(p, dst, false);
+}
+void kt_cpu_mean(const struct kt_compute_params *p, struct kt_tensor *dst) {
+    sum_rows_impl(p, dst, true);
+}
 
 /* Index of the first maximum of each row of src0 (NaNs never win), written to
  * the I32 dst element whose flat index is the row index. */

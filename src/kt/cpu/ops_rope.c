@@ -66,7 +66,8 @@ void kt_cpu_rope(const struct kt_compute_params *p, struct kt_tensor *dst) {
         }
         if (simd) {
             kt_cpu_rope_row_avx512(n_pairs, neox, (float *)y, (const float *)x, cache_c, cache_s);
-            if (n_dims < ne0 && x != y) memcpy(y + n_dims * sd, x + n_dims * sa, (size_t)(ne0 - n_dims) * sizeof(float));
+            if (n_dims < ne0 && x != y)
+                memcpy(y + n_dims * sd, x + n_dims * sa, (size_t)(ne0 - n_dims) * sizeof(float));
             continue;
         }
         float theta = fpos;

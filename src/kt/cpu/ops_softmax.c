@@ -40,8 +40,8 @@ void kt_cpu_soft_max(const struct kt_compute_params *p, struct kt_tensor *dst) {
         const char *m = mask ? kt_cpu_row_ptr(mask, i1, i2 % mask->ne[2], i3 % mask->ne[3]) : NULL;
         const float slope = alibi_slope(max_bias, a->ne[2], i2);
         if (simd) {
-            kt_cpu_soft_max_row_avx512(n, (float *)y, (const float *)x, m, mask && mask->type == KT_TYPE_F16, scale,
-                                       slope);
+            kt_cpu_soft_max_row_avx512(n, (float *)y, (const float *)x, m, mask && mask->type == KT_TYPE_F16,
+                                       scale, slope);
             continue;
         }
 

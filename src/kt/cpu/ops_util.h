@@ -58,7 +58,10 @@ static inline void kt_cpu_store(enum kt_type t, char *p, float v) {
     }
     case KT_TYPE_I32: {
         /* only reached for I32 copies through float; saturate instead of UB */
-        int32_t i = v != v ? 0 : v >= 2147483647.0f ? INT32_MAX : v <= -2147483648.0f ? INT32_MIN : (int32_t)v;
+        int32_t i = v != v                ? 0
+                    : v >= 2147483647.0f  ? INT32_MAX
+                    : v <= -2147483648.0f ? INT32_MIN
+                                          : (int32_t)v;
         memcpy(p, &i, sizeof i);
         break;
     }
