@@ -51,7 +51,9 @@ static bool werr(struct gguf_writer *w, const char *fmt, ...) {
     return false;
 }
 
-struct gguf_writer *gguf_writer_new(void) { return calloc(1, sizeof(struct gguf_writer)); }
+struct gguf_writer *gguf_writer_new(void) {
+    return calloc(1, sizeof(struct gguf_writer));
+}
 
 void gguf_writer_free(struct gguf_writer *w) {
     if (!w) return;
@@ -62,7 +64,9 @@ void gguf_writer_free(struct gguf_writer *w) {
     free(w);
 }
 
-const char *gguf_writer_error(const struct gguf_writer *w) { return w->err; }
+const char *gguf_writer_error(const struct gguf_writer *w) {
+    return w->err;
+}
 
 static bool grow(struct gguf_writer *w, void **arr, size_t *cap, size_t n, size_t elem) {
     if (n < *cap) return true;
@@ -75,8 +79,8 @@ static bool grow(struct gguf_writer *w, void **arr, size_t *cap, size_t n, size_
 }
 
 /* Store key's value (taking ownership of val), replacing an earlier value of the same key. */
-static bool put(struct gguf_writer *w, const char *key, size_t key_len, enum gguf_type type, enum gguf_type arr_type,
-                uint64_t arr_n, uint8_t *val, size_t val_size) {
+static bool put(struct gguf_writer *w, const char *key, size_t key_len, enum gguf_type type,
+                enum gguf_type arr_type, uint64_t arr_n, uint8_t *val, size_t val_size) {
     if (!w || !key || key_len == 0) {
         free(val);
         return w ? werr(w, "empty key") : false;
@@ -119,16 +123,36 @@ static bool put_scalar(struct gguf_writer *w, const char *key, enum gguf_type t,
     return put(w, key, key ? strlen(key) : 0, t, GGUF_TYPE_COUNT, 0, val, n);
 }
 
-bool gguf_writer_set_u8(struct gguf_writer *w, const char *key, uint8_t v) { return put_scalar(w, key, GGUF_TYPE_UINT8, &v); }
-bool gguf_writer_set_i8(struct gguf_writer *w, const char *key, int8_t v) { return put_scalar(w, key, GGUF_TYPE_INT8, &v); }
-bool gguf_writer_set_u16(struct gguf_writer *w, const char *key, uint16_t v) { return put_scalar(w, key, GGUF_TYPE_UINT16, &v); }
-bool gguf_writer_set_i16(struct gguf_writer *w, const char *key, int16_t v) { return put_scalar(w, key, GGUF_TYPE_INT16, &v); }
-bool gguf_writer_set_u32(struct gguf_writer *w, const char *key, uint32_t v) { return put_scalar(w, key, GGUF_TYPE_UINT32, &v); }
-bool gguf_writer_set_i32(struct gguf_writer *w, const char *key, int32_t v) { return put_scalar(w, key, GGUF_TYPE_INT32, &v); }
-bool gguf_writer_set_u64(struct gguf_writer *w, const char *key, uint64_t v) { return put_scalar(w, key, GGUF_TYPE_UINT64, &v); }
-bool gguf_writer_set_i64(struct gguf_writer *w, const char *key, int64_t v) { return put_scalar(w, key, GGUF_TYPE_INT64, &v); }
-bool gguf_writer_set_f32(struct gguf_writer *w, const char *key, float v) { return put_scalar(w, key, GGUF_TYPE_FLOAT32, &v); }
-bool gguf_writer_set_f64(struct gguf_writer *w, const char *key, double v) { return put_scalar(w, key, GGUF_TYPE_FLOAT64, &v); }
+bool gguf_writer_set_u8(struct gguf_writer *w, const char *key, uint8_t v) {
+    return put_scalar(w, key, GGUF_TYPE_UINT8, &v);
+}
+bool gguf_writer_set_i8(struct gguf_writer *w, const char *key, int8_t v) {
+    return put_scalar(w, key, GGUF_TYPE_INT8, &v);
+}
+bool gguf_writer_set_u16(struct gguf_writer *w, const char *key, uint16_t v) {
+    return put_scalar(w, key, GGUF_TYPE_UINT16, &v);
+}
+bool gguf_writer_set_i16(struct gguf_writer *w, const char *key, int16_t v) {
+    return put_scalar(w, key, GGUF_TYPE_INT16, &v);
+}
+bool gguf_writer_set_u32(struct gguf_writer *w, const char *key, uint32_t v) {
+    return put_scalar(w, key, GGUF_TYPE_UINT32, &v);
+}
+bool gguf_writer_set_i32(struct gguf_writer *w, const char *key, int32_t v) {
+    return put_scalar(w, key, GGUF_TYPE_INT32, &v);
+}
+bool gguf_writer_set_u64(struct gguf_writer *w, const char *key, uint64_t v) {
+    return put_scalar(w, key, GGUF_TYPE_UINT64, &v);
+}
+bool gguf_writer_set_i64(struct gguf_writer *w, const char *key, int64_t v) {
+    return put_scalar(w, key, GGUF_TYPE_INT64, &v);
+}
+bool gguf_writer_set_f32(struct gguf_writer *w, const char *key, float v) {
+    return put_scalar(w, key, GGUF_TYPE_FLOAT32, &v);
+}
+bool gguf_writer_set_f64(struct gguf_writer *w, const char *key, double v) {
+    return put_scalar(w, key, GGUF_TYPE_FLOAT64, &v);
+}
 bool gguf_writer_set_bool(struct gguf_writer *w, const char *key, bool v) {
     uint8_t b = v ? 1 : 0;
     return put_scalar(w, key, GGUF_TYPE_BOOL, &b);
@@ -148,11 +172,13 @@ bool gguf_writer_set_str(struct gguf_writer *w, const char *key, const char *v) 
     return gguf_writer_set_strn(w, key, v ? v : "", v ? strlen(v) : 0);
 }
 
-bool gguf_writer_set_arr(struct gguf_writer *w, const char *key, enum gguf_type type, const void *data, uint64_t n) {
+bool gguf_writer_set_arr(struct gguf_writer *w, const char *key, enum gguf_type type, const void *data,
+                         uint64_t n) {
     if (!w) return false;
     size_t es = gguf_scalar_size(type);
-    if (es == 0) return werr(w, "key '%s': gguf_writer_set_arr takes numeric element types, not %s", key ? key : "",
-                             gguf_type_name(type));
+    if (es == 0)
+        return werr(w, "key '%s': gguf_writer_set_arr takes numeric element types, not %s", key ? key : "",
+                    gguf_type_name(type));
     if (n > SIZE_MAX / es) return werr(w, "key '%s': array too large", key ? key : "");
     if (!data && n) return werr(w, "key '%s': NULL array data", key ? key : "");
     size_t size = (size_t)n * es;
@@ -162,13 +188,14 @@ bool gguf_writer_set_arr(struct gguf_writer *w, const char *key, enum gguf_type 
     return put(w, key, key ? strlen(key) : 0, GGUF_TYPE_ARRAY, type, n, val, size);
 }
 
-bool gguf_writer_set_arr_str(struct gguf_writer *w, const char *key, const struct gguf_str *strs, uint64_t n) {
+bool gguf_writer_set_arr_str(struct gguf_writer *w, const char *key, const struct gguf_str *strs,
+                             uint64_t n) {
     if (!w) return false;
     if (!strs && n) return werr(w, "key '%s': NULL string array", key ? key : "");
     size_t size = 0;
     for (uint64_t i = 0; i < n; i++) {
-        if (!strs[i].ptr && strs[i].len) return werr(w, "key '%s': string %llu is NULL", key ? key : "",
-                                                     (unsigned long long)i);
+        if (!strs[i].ptr && strs[i].len)
+            return werr(w, "key '%s': string %llu is NULL", key ? key : "", (unsigned long long)i);
         if (strs[i].len > SIZE_MAX - 8 - size) return werr(w, "key '%s': array too large", key ? key : "");
         size += 8 + (size_t)strs[i].len;
     }
@@ -193,8 +220,8 @@ bool gguf_writer_copy_kv(struct gguf_writer *w, const struct gguf_file *g) {
         if (size) memcpy(val, data, size);
         enum gguf_type t = gguf_kv_type(g, i);
         bool arr = t == GGUF_TYPE_ARRAY;
-        if (!put(w, k.ptr, (size_t)k.len, t, arr ? gguf_arr_type(g, i) : GGUF_TYPE_COUNT, arr ? gguf_arr_n(g, i) : 0,
-                 val, size))
+        if (!put(w, k.ptr, (size_t)k.len, t, arr ? gguf_arr_type(g, i) : GGUF_TYPE_COUNT,
+                 arr ? gguf_arr_n(g, i) : 0, val, size))
             return false;
     }
     return true;
@@ -221,8 +248,8 @@ bool gguf_writer_set_alignment(struct gguf_writer *w, uint32_t alignment) {
     return gguf_writer_set_u32(w, "general.alignment", alignment);
 }
 
-static bool add_tensor(struct gguf_writer *w, const char *name, enum kt_type type, int n_dims, const int64_t *ne,
-                       const void *data, gguf_fill_fn fill, void *user) {
+static bool add_tensor(struct gguf_writer *w, const char *name, enum kt_type type, int n_dims,
+                       const int64_t *ne, const void *data, gguf_fill_fn fill, void *user) {
     if (!w) return false;
     if (!name || !*name) return werr(w, "tensor name is empty");
     size_t len = strlen(name);
@@ -241,8 +268,9 @@ static bool add_tensor(struct gguf_writer *w, const char *name, enum kt_type typ
         nel *= t.ne[j];
     }
     int64_t blck = kt_blck_size(type);
-    if (t.ne[0] % blck) return werr(w, "tensor '%s': row length %lld is not a multiple of %s's block size %lld",
-                                    name, (long long)t.ne[0], kt_type_name(type), (long long)blck);
+    if (t.ne[0] % blck)
+        return werr(w, "tensor '%s': row length %lld is not a multiple of %s's block size %lld", name,
+                    (long long)t.ne[0], kt_type_name(type), (long long)blck);
     size_t row = kt_row_size(type, t.ne[0]);
     uint64_t rows = (uint64_t)(nel / t.ne[0]);
     if (row == 0 || rows > SIZE_MAX / row) return werr(w, "tensor '%s': byte size overflows", name);
@@ -374,8 +402,10 @@ static bool write_all(struct gguf_writer *w, struct out *o, size_t align) {
     size_t slab_size = 0;
     bool ok = true;
     for (size_t i = 0; i < w->n_t && ok && o->ok; i++) {
-        if (w->t[i].fill) ok = write_filled(w, o, &w->t[i], &slab, &slab_size);
-        else put_bytes(o, w->t[i].data, w->t[i].size);
+        if (w->t[i].fill)
+            ok = write_filled(w, o, &w->t[i], &slab, &slab_size);
+        else
+            put_bytes(o, w->t[i].data, w->t[i].size);
         pad_to(o, align);
     }
     free(slab);
