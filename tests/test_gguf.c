@@ -355,6 +355,54 @@ out:
     for (int i = 0; i < NT; i++) free(data[i]);
 }
 
+/* Streaming tensors: rows come from a callback in order; a failing callback leaves no file. */
+struct fill_state {
+    int64_t next_row, fail_at;
+};
+static bool fill_rows(void *user, int64_t row0, int64_t nrows, void *buf, char *err, size_t errlen) {
+    struct fill_state *st = user;
+    if (row0 != st->next_row) return snprintf(err, errlen, "rows out of order"), false;
+    if (st->fail_at >= row0 && st->fail_at < row0 + nrows) return snprintf(err, errlen, "source broke"), false;
+    for (int64_t r = 0; r < nrows; r++)
+        for (int k = 0; k < 16; k++) ((float *)buf)[r * 16 + k] = (float)((row0 + r) * 16 + k);
+    st->next_row = row0 + nrows;
+    return true;
+}
+
+static void test_fill(const char *dir) {
+    char path[1200], err[256];
+    snprintf(path, sizeof path, "%s/fill.gguf", dir);
+    int64_t ne[2] = {16, 1000};
+    struct fill_state st = {0, -1};
+    struct gguf_writer *w = gguf_writer_new();
+    CHECK(gguf_writer_add_tensor_fill(w, "f", KT_TYPE_F32, 2, ne, fill_rows, &st));
+    CHECKF(gguf_writer_write(w, path), "%s", gguf_writer_error(w));
+    gguf_writer_free(w);
+    CHECK(st.next_row == 1000);
+    struct gguf_file *g = gguf_open(path, err, sizeof err);
+    const struct gguf_tensor_info *t = g ? gguf_tensor(g, 0) : NULL;
+    bool ok = t && t->size == 16 * 1000 * 4;
+    for (int64_t i = 0; ok && i < 16 * 1000; i++) {
+        float v;
+        memcpy(&v, (const uint8_t *)t->data + i * 4, 4);
+        ok = v == (float)i;
+    }
+    CHECKF(ok, "filled tensor reads back wrong: %s", g ? "data" : err);
+    gguf_close(g);
+
+    snprintf(path, sizeof path, "%s/fail.gguf", dir);
+    st = (struct fill_state){0, 999};
+    w = gguf_writer_new();
+    CHECK(gguf_writer_add_tensor_fill(w, "f", KT_TYPE_F32, 2, ne, fill_rows, &st));
+    CHECK(!gguf_writer_write(w, path));
+    CHECKF(strstr(gguf_writer_error(w), "source broke") != NULL, "%s", gguf_writer_error(w));
+    gguf_writer_free(w);
+    CHECK(access(path, F_OK) != 0);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -q tmp", dir);
+    CHECKF(system(cmd) != 0, "a temporary file was left in %s", dir);
+}
+
 /* gguf_open on a pipe takes the read() path. */
 static void test_read_fallback(const char *dir) {
     struct tb b = {0};
@@ -422,6 +470,7 @@ int main(void) {
     test_read_crafted();
     test_writer_bytes(dir);
     test_round_trip(dir);
+    test_fill(dir);
     test_read_fallback(dir);
     test_many_tensors();
     char cmd[1200];
