@@ -22,6 +22,8 @@ static int cmd_version(int argc, char **argv) {
 static const struct kiln_cmd commands[] = {
     {"version", cmd_version, "print kiln's version"},
     {"info", cmd_info, "describe a GGUF file (metadata, tensors); dump a tensor as float32"},
+    {"quantize", cmd_quantize, "rewrite a model with quantized weights (llama.cpp's per-tensor mixes)"},
+    {"synth", cmd_synth, "write a deterministic synthetic llama model with random weights"},
     {"tokenize", cmd_tokenize, "text to token ids (and pieces) with a model's vocabulary"},
     {"detokenize", cmd_detokenize, "token ids back to text"},
     {"eval", cmd_eval, "evaluate a prompt in one batch: its tokens and (optionally) every position's logits"},

@@ -16,6 +16,8 @@ enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 typedef int (*kiln_cmd_fn)(int argc, char **argv);
 
 int cmd_info(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_eval(int argc, char **argv);

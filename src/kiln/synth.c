@@ -1,0 +1,378 @@
+/*
+ * synth.c - kiln_synth: deterministic llama models with random weights. Every
+ * row of every tensor has its own counter-based random stream (seed, tensor,
+ * row), so the bytes are the same on any machine and for any thread count, and
+ * rows are generated while the writer streams them to the file.
+ */
+#include "quant_mix.h"
+
+#include "gguf.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct preset {
+    const char *name;
+    int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
+};
+
+/* n_vocab is the synthetic vocabulary's size (a --vocab file brings its own). */
+static const struct preset presets[] = {
+    {"tiny", 64, 2, 4, 2, 128, 512, 256},
+    /* grouped-query attention (4 heads per KV head), 8 layers and a feed-forward width
+     * that is not a multiple of 256: exercises every branch of the quantization mixes */
+    {"small", 256, 8, 8, 2, 672, 512, 512},
+    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, 2048},
+    {"llama-7b", 4096, 32, 32, 32, 11008, 32000, 4096},
+};
+
+static const char *const preset_names[] = {"tiny", "small", "tinyllama-1.1b", "llama-7b", NULL};
+
+const char *const *kiln_synth_presets(void) { return preset_names; }
+
+struct kiln_synth_params kiln_synth_default_params(void) {
+    return (struct kiln_synth_params){.preset = "tiny", .type = KT_TYPE_F16, .n_threads = 1};
+}
+
+static bool fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool fail(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return false;
+}
+
+/* ------------------------------------------------------------------ random numbers */
+
+/* SplitMix64's finalizer: a bijective 64-bit mix; used both to seed streams and as the stream. */
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Irwin-Hall sum of four 16-bit uniforms: bell-shaped, exact in integers, so the
+ * float that comes out is the same on every machine (one correctly rounded product). */
+#define IH_MEAN 131070 /* 4 * 65535 / 2 */
+#define IH_STD 37837.23f /* sqrt(4 * (65536^2 - 1) / 12) */
+
+static void random_row(uint64_t seed, int64_t tensor, int64_t row, float std, float *out, int64_t n) {
+    uint64_t state = mix64(seed ^ mix64(((uint64_t)tensor << 40) ^ (uint64_t)row ^ 0x9e3779b97f4a7c15ull));
+    const float scale = std / IH_STD;
+    for (int64_t i = 0; i < n; i++) {
+        state += 0x9e3779b97f4a7c15ull;
+        uint64_t r = mix64(state);
+        int32_t sum = (int32_t)(r & 0xffff) + (int32_t)((r >> 16) & 0xffff) + (int32_t)((r >> 32) & 0xffff) +
+                      (int32_t)(r >> 48);
+        out[i] = (float)(sum - IH_MEAN) * scale;
+    }
+}
+
+/* ------------------------------------------------------------------ tensors */
+
+#define WEIGHT_STD 0.02f
+
+struct stensor {
+    char name[KT_MAX_NAME];
+    int n_dims;
+    int64_t ne[2];
+    enum kt_type type;
+    int64_t index;  /* stream id */
+    bool ones;      /* norm weights: 1.0 */
+    const struct srun *run;
+};
+
+struct srun {
+    uint64_t seed;
+    int n_threads;
+    kiln_progress_fn progress;
+    void *progress_data;
+    size_t *done, total;
+};
+
+struct sslab {
+    const struct stensor *t;
+    int64_t row0;
+    uint8_t *buf;
+};
+
+#define SCHUNK_FLOATS ((int64_t)1 << 16)
+
+static bool gen_rows(void *ctx, int64_t r0, int64_t r1, char *err, size_t errlen) {
+    const struct sslab *sl = ctx;
+    const struct stensor *t = sl->t;
+    const int64_t ne0 = t->ne[0];
+    const size_t row = kt_row_size(t->type, ne0);
+    const int64_t per = ne0 >= SCHUNK_FLOATS ? 1 : SCHUNK_FLOATS / ne0;
+    const int64_t n = r1 - r0 < per ? r1 - r0 : per;
+    float *f = malloc((size_t)n * (size_t)ne0 * sizeof(float));
+    if (!f) return fail(err, errlen, "out of memory");
+    bool ok = true;
+    for (int64_t r = r0; ok && r < r1; r += per) {
+        const int64_t nr = r1 - r < per ? r1 - r : per;
+        for (int64_t i = 0; i < nr; i++) {
+            if (t->ones)
+                for (int64_t j = 0; j < ne0; j++) f[i * ne0 + j] = 1.0f;
+            else random_row(t->run->seed, t->index, r + i, WEIGHT_STD, f + i * ne0, ne0);
+        }
+        if (kt_quantize_chunk(t->type, f, sl->buf + (size_t)(r - sl->row0) * row, nr, ne0, NULL) == 0)
+            ok = fail(err, errlen, "%s", kt_last_error());
+    }
+    free(f);
+    return ok;
+}
+
+static bool fill(void *user, int64_t row0, int64_t nrows, void *buf, char *err, size_t errlen) {
+    const struct stensor *t = user;
+    const struct srun *run = t->run;
+    struct sslab sl = {.t = t, .row0 = row0, .buf = buf};
+    if (!kiln_rows_parallel(run->n_threads, row0, row0 + nrows, gen_rows, &sl, err, errlen)) return false;
+    *run->done += (size_t)nrows * kt_row_size(t->type, t->ne[0]);
+    if (run->progress &&
+        !run->progress(run->total ? (float)((double)*run->done / (double)run->total) : 1.0f, run->progress_data))
+        return fail(err, errlen, "cancelled");
+    return true;
+}
+
+/* ------------------------------------------------------------------ vocabulary */
+
+/* A byte-fallback SentencePiece vocabulary: <unk> <s> </s>, the 256 byte tokens,
+ * then pieces (with and without the word-start mark U+2581) of growing length,
+ * scored so that earlier (shorter) pieces merge first. */
+static bool synth_vocab(struct gguf_writer *w, int64_t n_vocab, char *err, size_t errlen) {
+    static const char alphabet[] = "etaoinshrdlucmfwypvbgkjqxz";
+    static const char singles[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,;:!?'\"-()";
+    const char *mark = "\xe2\x96\x81";
+    if (n_vocab < 259 + 1) return fail(err, errlen, "vocabulary of %lld tokens is too small", (long long)n_vocab);
+    char *text = malloc((size_t)n_vocab * 16);
+    struct gguf_str *strs = malloc((size_t)n_vocab * sizeof *strs);
+    float *scores = malloc((size_t)n_vocab * sizeof *scores);
+    int32_t *types = malloc((size_t)n_vocab * sizeof *types);
+    bool ok = text && strs && scores && types;
+    if (!ok) fail(err, errlen, "out of memory");
+    int64_t n = 0;
+    char *p = text;
+#define ADD(kind, ...)                                                  \
+    do {                                                                \
+        int len_ = snprintf(p, 16, __VA_ARGS__);                        \
+        strs[n] = (struct gguf_str){p, (uint64_t)len_};                 \
+        types[n] = (kind);                                              \
+        scores[n] = (kind) == 1 ? -(float)n : 0.0f;                     \
+        p += 16;                                                        \
+        n++;                                                            \
+    } while (0)
+    if (ok) {
+        ADD(2, "<unk>");
+        ADD(3, "<s>");
+        ADD(3, "</s>");
+        for (int b = 0; b < 256; b++) ADD(6, "<0x%02X>", b);
+        ADD(1, "%s", mark);
+        for (const char *c = singles; *c && n + 2 <= n_vocab; c++) {
+            ADD(1, "%s%c", mark, *c);
+            ADD(1, "%c", *c);
+        }
+        /* two then three letters, most frequent letters first */
+        for (int len = 2; len <= 3; len++) {
+            int64_t combos = len == 2 ? 26 * 26 : 26 * 26 * 26;
+            for (int64_t k = 0; k < combos && n + 2 <= n_vocab; k++) {
+                char w3[4] = {0};
+                for (int j = len - 1, v = (int)k; j >= 0; j--, v /= 26) w3[j] = alphabet[v % 26];
+                ADD(1, "%s%s", mark, w3);
+                ADD(1, "%s", w3);
+            }
+        }
+        while (n < n_vocab) ADD(4, "<extra_%lld>", (long long)n); /* user-defined fillers */
+    }
+#undef ADD
+    ok = ok && gguf_writer_set_str(w, "tokenizer.ggml.model", "llama") &&
+         gguf_writer_set_str(w, "tokenizer.ggml.pre", "default") &&
+         gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", strs, (uint64_t)n) &&
+         gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, (uint64_t)n) &&
+         gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, (uint64_t)n) &&
+         gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1) &&
+         gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2) &&
+         gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0) &&
+         gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true) &&
+         gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", false);
+    free(text);
+    free(strs);
+    free(scores);
+    free(types);
+    return ok;
+}
+
+/* Copy one key/value of g (any type) into w. */
+static bool copy_key(struct gguf_writer *w, const struct gguf_file *g, int64_t i, const char *key) {
+    size_t size = 0;
+    const void *data = gguf_kv_data(g, i, &size);
+    enum gguf_type t = gguf_kv_type(g, i);
+    if (t == GGUF_TYPE_STRING) {
+        struct gguf_str s;
+        return gguf_get_str(g, key, &s) && gguf_writer_set_strn(w, key, s.ptr, (size_t)s.len);
+    }
+    if (t == GGUF_TYPE_ARRAY) {
+        enum gguf_type at = gguf_arr_type(g, i);
+        uint64_t n = gguf_arr_n(g, i);
+        if (at == GGUF_TYPE_ARRAY) return true; /* nested arrays: no tokenizer key uses them */
+        if (at != GGUF_TYPE_STRING) return gguf_writer_set_arr(w, key, at, data, n);
+        struct gguf_str *strs = malloc((size_t)(n ? n : 1) * sizeof *strs);
+        bool ok = strs != NULL;
+        for (uint64_t k = 0; ok && k < n; k++) ok = gguf_arr_get_str(g, i, k, &strs[k]);
+        ok = ok && gguf_writer_set_arr_str(w, key, strs, n);
+        free(strs);
+        return ok;
+    }
+    uint64_t v = 0;
+    if (!data || size > sizeof v) return false;
+    memcpy(&v, data, size); /* little-endian, as the setters take them */
+    switch (t) {
+    case GGUF_TYPE_UINT8: return gguf_writer_set_u8(w, key, (uint8_t)v);
+    case GGUF_TYPE_INT8: return gguf_writer_set_i8(w, key, (int8_t)v);
+    case GGUF_TYPE_UINT16: return gguf_writer_set_u16(w, key, (uint16_t)v);
+    case GGUF_TYPE_INT16: return gguf_writer_set_i16(w, key, (int16_t)v);
+    case GGUF_TYPE_UINT32: return gguf_writer_set_u32(w, key, (uint32_t)v);
+    case GGUF_TYPE_INT32: return gguf_writer_set_i32(w, key, (int32_t)v);
+    case GGUF_TYPE_UINT64: return gguf_writer_set_u64(w, key, v);
+    case GGUF_TYPE_INT64: return gguf_writer_set_i64(w, key, (int64_t)v);
+    case GGUF_TYPE_BOOL: return gguf_writer_set_bool(w, key, v != 0);
+    case GGUF_TYPE_FLOAT32: {
+        float f;
+        memcpy(&f, data, sizeof f);
+        return gguf_writer_set_f32(w, key, f);
+    }
+    case GGUF_TYPE_FLOAT64: {
+        double d;
+        memcpy(&d, data, sizeof d);
+        return gguf_writer_set_f64(w, key, d);
+    }
+    default: return false;
+    }
+}
+
+/* The tokenizer.* keys of a vocabulary file; *n_vocab from its token list. */
+static bool file_vocab(struct gguf_writer *w, const char *path, int64_t *n_vocab, char *err, size_t errlen) {
+    char gerr[256];
+    struct gguf_file *g = gguf_open(path, gerr, sizeof gerr);
+    if (!g) return strstr(gerr, path) ? fail(err, errlen, "%s", gerr) : fail(err, errlen, "%s: %s", path, gerr);
+    bool ok = true;
+    int64_t ti = gguf_find_key(g, "tokenizer.ggml.tokens");
+    if (ti < 0 || gguf_kv_type(g, ti) != GGUF_TYPE_ARRAY || gguf_arr_type(g, ti) != GGUF_TYPE_STRING ||
+        gguf_arr_n(g, ti) == 0 || gguf_arr_n(g, ti) > INT32_MAX)
+        ok = fail(err, errlen, "%s: no tokenizer.ggml.tokens string array", path);
+    else *n_vocab = (int64_t)gguf_arr_n(g, ti);
+    for (int64_t i = 0; ok && i < gguf_n_kv(g); i++) {
+        struct gguf_str k = gguf_key(g, i);
+        char key[256];
+        if (k.len >= sizeof key || k.len < 10 || memcmp(k.ptr, "tokenizer.", 10) != 0) continue;
+        memcpy(key, k.ptr, (size_t)k.len);
+        key[k.len] = 0;
+        if (!copy_key(w, g, i, key)) ok = fail(err, errlen, "%s: cannot copy key '%s'", path, key);
+    }
+    gguf_close(g);
+    return ok;
+}
+
+/* ------------------------------------------------------------------ the model */
+
+static bool ftype_of(enum kt_type t, enum kiln_ftype *out) {
+    switch (t) {
+    case KT_TYPE_F32: *out = KILN_FTYPE_ALL_F32; return true;
+    case KT_TYPE_F16: *out = KILN_FTYPE_MOSTLY_F16; return true;
+    case KT_TYPE_BF16: *out = KILN_FTYPE_MOSTLY_BF16; return true;
+    case KT_TYPE_Q8_0: *out = KILN_FTYPE_MOSTLY_Q8_0; return true;
+    case KT_TYPE_Q4_0: *out = KILN_FTYPE_MOSTLY_Q4_0; return true;
+    default: return false;
+    }
+}
+
+bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, size_t errlen) {
+    if (!p || !out || !p->preset) return fail(err, errlen, "kiln_synth: NULL argument");
+    const struct preset *ps = NULL;
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (!strcmp(presets[i].name, p->preset)) ps = &presets[i];
+    if (!ps) return fail(err, errlen, "unknown preset '%s'", p->preset);
+    enum kiln_ftype ftype;
+    if (!ftype_of(p->type, &ftype))
+        return fail(err, errlen, "type %s is not one synth makes (F32, F16, BF16, Q8_0, Q4_0)", kt_type_name(p->type));
+
+    struct gguf_writer *w = gguf_writer_new();
+    if (!w) return fail(err, errlen, "out of memory");
+    char name[96];
+    snprintf(name, sizeof name, "synth-%s", ps->name);
+    const int64_t head_dim = ps->n_embd / ps->n_head, n_embd_kv = head_dim * ps->n_head_kv;
+    int64_t n_vocab = ps->n_vocab;
+    bool ok = gguf_writer_set_str(w, "general.architecture", "llama") && gguf_writer_set_str(w, "general.name", name) &&
+              gguf_writer_set_u32(w, "llama.context_length", (uint32_t)ps->n_ctx) &&
+              gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)ps->n_embd) &&
+              gguf_writer_set_u32(w, "llama.block_count", (uint32_t)ps->n_layer) &&
+              gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)ps->n_ff) &&
+              gguf_writer_set_u32(w, "llama.rope.dimension_count", (uint32_t)head_dim) &&
+              gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)ps->n_head) &&
+              gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)ps->n_head_kv) &&
+              gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f) &&
+              gguf_writer_set_f32(w, "llama.rope.freq_base", 10000.0f) &&
+              gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype) &&
+              gguf_writer_set_u32(w, "general.quantization_version", 2) &&
+              gguf_writer_set_u64(w, "kiln.synth.seed", p->seed);
+    if (!ok) fail(err, errlen, "%s", gguf_writer_error(w));
+    if (ok) ok = p->vocab_path ? file_vocab(w, p->vocab_path, &n_vocab, err, errlen)
+                               : synth_vocab(w, n_vocab, err, errlen);
+    if (ok && !gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)n_vocab))
+        ok = fail(err, errlen, "%s", gguf_writer_error(w));
+
+    /* tensors in llama.cpp's loader order (outside blocks first, by name within a block) */
+    static const struct {
+        const char *name;
+        int what; /* 0 [embd, vocab], 1 norm [embd], 2 [embd, embd], 3 [embd, embd_kv], 4 [ff, embd], 5 [embd, ff] */
+    } global[] = {{"output.weight", 0}, {"output_norm.weight", 1}, {"token_embd.weight", 0}},
+      block[] = {{"attn_k.weight", 3},   {"attn_norm.weight", 1}, {"attn_output.weight", 2},
+                 {"attn_q.weight", 2},   {"attn_v.weight", 3},    {"ffn_down.weight", 4},
+                 {"ffn_gate.weight", 5}, {"ffn_norm.weight", 1},  {"ffn_up.weight", 5}};
+    const int64_t n_global = 3, n_block = 9, n_t = n_global + n_block * ps->n_layer;
+    struct stensor *ts = calloc((size_t)n_t, sizeof *ts);
+    const char **names = calloc((size_t)n_t, sizeof *names);
+    size_t done = 0;
+    struct srun run = {.seed = p->seed, .n_threads = p->n_threads, .progress = p->progress,
+                       .progress_data = p->progress_data, .done = &done};
+    if (ok && (!ts || !names)) ok = fail(err, errlen, "out of memory");
+    for (int64_t i = 0; ok && i < n_t; i++) {
+        struct stensor *t = &ts[i];
+        int what;
+        if (i < n_global) {
+            snprintf(t->name, sizeof t->name, "%s", global[i].name);
+            what = global[i].what;
+        } else {
+            int64_t l = (i - n_global) / n_block, k = (i - n_global) % n_block;
+            snprintf(t->name, sizeof t->name, "blk.%lld.%s", (long long)l, block[k].name);
+            what = block[k].what;
+        }
+        const int64_t shapes[6][2] = {{ps->n_embd, n_vocab}, {ps->n_embd, 1},       {ps->n_embd, ps->n_embd},
+                                      {ps->n_embd, n_embd_kv}, {ps->n_ff, ps->n_embd}, {ps->n_embd, ps->n_ff}};
+        t->ne[0] = shapes[what][0];
+        t->ne[1] = shapes[what][1];
+        t->n_dims = what == 1 ? 1 : 2;
+        t->ones = what == 1;
+        t->index = i;
+        t->run = &run;
+        names[i] = t->name;
+    }
+    struct kiln_qmix mix;
+    if (ok) kiln_qmix_init(&mix, ftype, false, "llama", ps->n_layer, ps->n_head, ps->n_head_kv, 0, names, n_t);
+    for (int64_t i = 0; ok && i < n_t; i++) {
+        struct stensor *t = &ts[i];
+        t->type = kiln_qmix_type(&mix, t->name, t->n_dims, t->ne, KT_TYPE_F32);
+        run.total += kt_row_size(t->type, t->ne[0]) * (size_t)t->ne[1];
+        if (!gguf_writer_add_tensor_fill(w, t->name, t->type, t->n_dims, t->ne, fill, t))
+            ok = fail(err, errlen, "%s", gguf_writer_error(w));
+    }
+    if (ok && !gguf_writer_write(w, out)) ok = fail(err, errlen, "%s", gguf_writer_error(w));
+    free(names);
+    free(ts);
+    gguf_writer_free(w);
+    return ok;
+}

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# test_quantize_cli.sh - `kiln quantize` end to end: usage errors exit 2 naming the
+# culprit, runtime errors exit 1 and leave no OUT; kjv-f16.gguf quantized to
+# Q8_0, Q4_0 and Q4_K_M is byte for byte the file llama.cpp's quantizer made
+# (../shared/models); and where llama.cpp's peer is built (../shared/peer), every
+# TYPE, with its mix and --pure, on two synthetic models (rows of 64, GQA 4,
+# a feed-forward width that is not whole 256-blocks) gives the same file as
+# llama_model_quantize, and ggml's reader accepts every output.
+set -uo pipefail
+kiln=${KILN_BIN:?KILN_BIN is not set}
+shared=${KILN_SHARED:-../shared}
+peer=${KILN_PEER:-/tmp/kiln-peer/peer}
+tmp=$(mktemp -d /tmp/kiln-test-quantize-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fails=0 passes=0
+check() { # check DESCRIPTION COMMAND...: the command must succeed
+  local what=$1; shift
+  if "$@"; then passes=$((passes + 1)); else echo "FAIL: $what" >&2; fails=$((fails + 1)); fi
+}
+exit_is() { # exit_is CODE COMMAND...: the command exits with CODE (stdout/stderr to $tmp/out, $tmp/err)
+  local want=$1; shift
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [ "$rc" -eq "$want" ] || { echo "  exit $rc, want $want: $*" >&2; cat "$tmp/err" >&2; return 1; }
+}
+err_has() { grep -qF -- "$1" "$tmp/err" || { echo "  stderr lacks '$1':" >&2; cat "$tmp/err" >&2; return 1; }; }
+absent() { [ ! -e "$1" ] || { echo "  $1 exists" >&2; return 1; }; }
+
+check "synth input" exit_is 0 "$kiln" synth --preset tiny -o "$tmp/tiny.gguf"
+in="$tmp/tiny.gguf"
+
+# usage errors: 2
+check "no args" exit_is 2 "$kiln" quantize
+check "two args" exit_is 2 "$kiln" quantize "$in" "$tmp/o.gguf"
+check "unknown TYPE" exit_is 2 "$kiln" quantize "$in" "$tmp/o.gguf" Q4_K_X
+check "unknown TYPE named" err_has "unknown TYPE 'Q4_K_X'"
+check "unknown option" exit_is 2 "$kiln" quantize --bogus "$in" "$tmp/o.gguf" Q8_0
+check "bad -t" exit_is 2 "$kiln" quantize -t 0 "$in" "$tmp/o.gguf" Q8_0
+check "-t without value" exit_is 2 "$kiln" quantize "$in" "$tmp/o.gguf" Q8_0 -t
+check "extra arg" exit_is 2 "$kiln" quantize "$in" "$tmp/o.gguf" Q8_0 more
+check "--help" exit_is 0 "$kiln" quantize --help
+check "no OUT after usage errors" absent "$tmp/o.gguf"
+
+# runtime errors: 1, no OUT left behind
+check "missing input" exit_is 1 "$kiln" quantize "$tmp/none.gguf" "$tmp/o.gguf" Q8_0
+check "missing input message" err_has "cannot open"
+check "missing OUT dir" exit_is 1 "$kiln" quantize "$in" "$tmp/no/such/dir/o.gguf" Q8_0
+size=$(stat -c %s "$in")
+head -c $((size - 1000)) "$in" >"$tmp/cut.gguf"
+check "truncated input" exit_is 1 "$kiln" quantize "$tmp/cut.gguf" "$tmp/o.gguf" Q4_0
+check "truncated input message" err_has "cut.gguf"
+check "no OUT after a damaged input" absent "$tmp/o.gguf"
+printf 'GGUF\003\000\000\000\001\000\000\000\000\000\000\000\377\377' >"$tmp/bad.gguf"
+check "garbage input" exit_is 1 "$kiln" quantize "$tmp/bad.gguf" "$tmp/o.gguf" Q4_0
+check "no OUT after garbage" absent "$tmp/o.gguf"
+check "no temporary files left" bash -c "! ls '$tmp' | grep -q tmp"
+
+# a quantized input: refused, or requantized with a warning when allowed
+check "Q8_0 input" exit_is 0 "$kiln" quantize "$in" "$tmp/q8.gguf" q8_0
+check "requantize refused" exit_is 1 "$kiln" quantize "$tmp/q8.gguf" "$tmp/o.gguf" Q4_0
+check "requantize refused message" err_has "already quantized"
+check "requantize allowed" exit_is 0 "$kiln" quantize --allow-requantize "$tmp/q8.gguf" "$tmp/o.gguf" Q4_0
+check "requantize warning" err_has "warning: blk.0.attn_q.weight is already q8_0: requantizing to q4_0"
+check "same type is a copy" exit_is 0 "$kiln" quantize "$tmp/q8.gguf" "$tmp/q8b.gguf" Q8_0
+check "same type is a copy: bytes" cmp "$tmp/q8.gguf" "$tmp/q8b.gguf"
+
+# ../shared: llama.cpp's own quantized files, byte for byte
+if [ -f "$shared/models/kjv-f16.gguf" ]; then
+  for t in q8_0 q4_0 q4_k_m; do
+    check "kjv $t" exit_is 0 "$kiln" quantize -t 2 "$shared/models/kjv-f16.gguf" "$tmp/kjv-$t.gguf" "${t^^}"
+    check "kjv $t = llama.cpp's file" cmp "$tmp/kjv-$t.gguf" "$shared/models/kjv-$t.gguf"
+  done
+else
+  echo "SKIP the ../shared part: $shared is absent (set KILN_SHARED)"
+fi
+
+# llama.cpp's quantizer, live: every type, mix and --pure, on models that reach the fallbacks
+if [ -x "$peer" ]; then
+  check "synth small" exit_is 0 "$kiln" synth --preset small -o "$tmp/small.gguf" --seed 3
+  declare -A ftype=([F32]=0 [F16]=1 [BF16]=32 [Q4_0]=2 [Q4_1]=3 [Q5_0]=8 [Q5_1]=9 [Q8_0]=7 [Q2_K]=10
+    [Q3_K_S]=11 [Q3_K_M]=12 [Q3_K_L]=13 [Q4_K_S]=14 [Q4_K_M]=15 [Q5_K_S]=16 [Q5_K_M]=17 [Q6_K]=18
+    [IQ4_NL]=25 [IQ4_XS]=30)
+  for m in tiny small; do
+    for t in "${!ftype[@]}"; do
+      for pure in "" pure; do
+        # --pure is covered on tiny; small is here for its mixes (GQA 4, 8 layers, ff 672)
+        [ "$m" = small ] && [ -n "$pure" ] && continue
+        check "peer $m $t $pure" exit_is 0 "$peer" quantize "$tmp/$m.gguf" "$tmp/p.gguf" "${ftype[$t]}" $pure
+        check "kiln $m $t $pure" exit_is 0 "$kiln" quantize ${pure:+--pure} "$tmp/$m.gguf" "$tmp/k.gguf" "$t"
+        check "$m $t $pure = llama.cpp's file" cmp "$tmp/k.gguf" "$tmp/p.gguf"
+        check "peer gguf $m $t $pure" exit_is 0 "$peer" gguf "$tmp/k.gguf"
+      done
+    done
+  done
+else
+  echo "SKIP the llama.cpp comparisons: $peer is absent"
+fi
+
+echo "test_quantize_cli: $passes passed, $fails failed"
+[ "$fails" -eq 0 ]

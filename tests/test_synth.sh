@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# test_synth.sh - `kiln synth` end to end: the same preset and seed give the same
+# bytes (any thread count), another seed differs, the weights are the documented
+# generator's (an independent Python implementation of it, compared through
+# `kiln info --dump`), the files are valid models for kiln info and for ggml's
+# reader and llama.cpp's loader (../shared/peer, skipped when absent), a --vocab
+# file's tokenizer is taken over, and bad arguments exit 2.
+set -uo pipefail
+kiln=${KILN_BIN:?KILN_BIN is not set}
+shared=${KILN_SHARED:-../shared}
+peer=${KILN_PEER:-/tmp/kiln-peer/peer}
+tmp=$(mktemp -d /tmp/kiln-test-synth-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fails=0 passes=0
+check() { # check DESCRIPTION COMMAND...: the command must succeed
+  local what=$1; shift
+  if "$@"; then passes=$((passes + 1)); else echo "FAIL: $what" >&2; fails=$((fails + 1)); fi
+}
+exit_is() { # exit_is CODE COMMAND...: the command exits with CODE (stdout/stderr to $tmp/out, $tmp/err)
+  local want=$1; shift
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [ "$rc" -eq "$want" ] || { echo "  exit $rc, want $want: $*" >&2; cat "$tmp/err" >&2; return 1; }
+}
+err_has() { grep -qF -- "$1" "$tmp/err" || { echo "  stderr lacks '$1':" >&2; cat "$tmp/err" >&2; return 1; }; }
+differ() { ! cmp -s "$1" "$2"; }
+
+# usage errors: 2, naming the culprit
+check "no args" exit_is 2 "$kiln" synth
+check "no -o" exit_is 2 "$kiln" synth --preset tiny
+check "no --preset" exit_is 2 "$kiln" synth -o "$tmp/x.gguf"
+check "bad preset" exit_is 2 "$kiln" synth --preset huge -o "$tmp/x.gguf"
+check "bad preset named" err_has "unknown preset 'huge'"
+check "bad type" exit_is 2 "$kiln" synth --preset tiny --type Q4_K -o "$tmp/x.gguf"
+check "bad type named" err_has "'Q4_K'"
+check "bad type 2" exit_is 2 "$kiln" synth --preset tiny --type nonsense -o "$tmp/x.gguf"
+check "bad seed" exit_is 2 "$kiln" synth --preset tiny --seed -3 -o "$tmp/x.gguf"
+check "bad threads" exit_is 2 "$kiln" synth --preset tiny -t 0 -o "$tmp/x.gguf"
+check "unknown flag" exit_is 2 "$kiln" synth --preset tiny -o "$tmp/x.gguf" --bogus
+check "--help" exit_is 0 "$kiln" synth --help
+check "no file after usage errors" test ! -e "$tmp/x.gguf"
+# runtime errors: 1, nothing left behind
+check "missing dir" exit_is 1 "$kiln" synth --preset tiny -o "$tmp/no/such/dir/x.gguf"
+check "missing vocab" exit_is 1 "$kiln" synth --preset tiny --vocab "$tmp/none.gguf" -o "$tmp/x.gguf"
+check "missing vocab leaves nothing" test ! -e "$tmp/x.gguf"
+printf 'GGUF\003\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000' >"$tmp/empty.gguf"
+check "vocab file without tokens" exit_is 1 "$kiln" synth --preset tiny --vocab "$tmp/empty.gguf" -o "$tmp/x.gguf"
+check "vocab file without tokens named" err_has "tokenizer.ggml.tokens"
+
+# determinism
+check "tiny a" exit_is 0 "$kiln" synth --preset tiny -o "$tmp/a.gguf"
+check "tiny b (1 thread)" exit_is 0 "$kiln" synth --preset tiny -o "$tmp/b.gguf" -t 1 --seed 0
+check "tiny c (3 threads)" exit_is 0 "$kiln" synth --preset tiny -o "$tmp/c.gguf" -t 3
+check "same seed, same bytes" cmp "$tmp/a.gguf" "$tmp/b.gguf"
+check "thread count does not matter" cmp "$tmp/a.gguf" "$tmp/c.gguf"
+check "seed 1" exit_is 0 "$kiln" synth --preset tiny -o "$tmp/s1.gguf" --seed 1
+check "another seed differs" differ "$tmp/a.gguf" "$tmp/s1.gguf"
+check "small (3 threads)" exit_is 0 "$kiln" synth --preset small -o "$tmp/small3.gguf" -t 3 --type Q4_0
+check "small (1 thread)" exit_is 0 "$kiln" synth --preset small -o "$tmp/small1.gguf" -t 1 --type Q4_0
+check "small: thread count does not matter" cmp "$tmp/small1.gguf" "$tmp/small3.gguf"
+
+# every type is a file kiln info describes with the preset's shape
+for t in F32 F16 BF16 Q8_0 Q4_0; do
+  check "tiny $t" exit_is 0 "$kiln" synth --preset tiny --type "$t" --seed 7 -o "$tmp/tiny-$t.gguf"
+  check "tiny $t info" exit_is 0 "$kiln" info -m "$tmp/tiny-$t.gguf" --json --tensors
+  cp "$tmp/out" "$tmp/tiny-$t.json"
+done
+check "info facts" python3 - "$tmp" <<'PY'
+import json, sys
+ftype = {"F32": 0, "F16": 1, "BF16": 32, "Q8_0": 7, "Q4_0": 2}
+for t, ft in ftype.items():
+    d = json.load(open("%s/tiny-%s.json" % (sys.argv[1], t)))
+    h = d["hparams"]
+    assert d["architecture"] == "llama"
+    want = {"block_count": 2, "embedding_length": 64, "attention.head_count": 4, "attention.head_count_kv": 2,
+            "feed_forward_length": 128, "rope.dimension_count": 16}
+    for k, v in want.items():
+        assert h["llama." + k] == v, (t, k, h.get("llama." + k))
+    assert d["metadata"]["general.file_type"]["value"] == ft, t
+    assert d["tokenizer"]["model"] == "llama" and d["tokenizer"]["vocab_size"] == 512
+    assert d["n_tensors"] == 3 + 9 * 2
+    names = [x["name"] for x in d["tensors"]]
+    # llama.cpp's loader order, as llama.cpp's quantizer writes it
+    assert names[:3] == ["output.weight", "output_norm.weight", "token_embd.weight"], names[:3]
+    types = {x["name"]: x["type"] for x in d["tensors"]}
+    assert types["blk.0.attn_norm.weight"] == "f32"
+    if t in ("F32", "F16", "BF16"):
+        assert types["blk.1.ffn_up.weight"] == t.lower()
+    else:
+        # llama.cpp's mix: the output gets Q6_K, which falls back to Q8_0 for rows of 64
+        assert types["output.weight"] == "q8_0" and types["blk.1.ffn_up.weight"] == t.lower(), types
+PY
+
+# the weights are the documented generator's: SplitMix64 streams per (seed, tensor, row),
+# each 64-bit draw split in four 16-bit uniforms summed (Irwin-Hall), scaled to std 0.02
+check "dump attn_q" exit_is 0 "$kiln" info -m "$tmp/tiny-F32.gguf" --tensor blk.1.attn_q.weight --dump "$tmp/q.f32"
+check "dump norm" exit_is 0 "$kiln" info -m "$tmp/tiny-F32.gguf" --tensor blk.0.ffn_norm.weight --dump "$tmp/n.f32"
+check "generator" python3 - "$tmp" <<'PY'
+import struct, sys
+M = (1 << 64) - 1
+def mix(z):
+    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & M
+    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & M
+    return z ^ (z >> 31)
+f32 = lambda x: struct.unpack("<f", struct.pack("<f", x))[0]
+scale = f32(f32(0.02) / f32(37837.23))
+def row(seed, tensor, r, n):
+    s = mix(seed ^ mix(((tensor << 40) ^ r ^ 0x9e3779b97f4a7c15) & M))
+    out = []
+    for _ in range(n):
+        s = (s + 0x9e3779b97f4a7c15) & M
+        x = mix(s)
+        total = sum((x >> k) & 0xffff for k in (0, 16, 32, 48))
+        out.append(f32((total - 131070) * scale))
+    return out
+# blk.1.attn_q.weight is tensor 3 + 9 + 3 = 15 in file order; [64, 64]
+got = open(sys.argv[1] + "/q.f32", "rb").read()
+vals = struct.unpack("<%df" % (len(got) // 4), got)
+assert len(vals) == 64 * 64, len(vals)
+want = [v for r in range(64) for v in row(7, 15, r, 64)]
+bad = [i for i in range(len(want)) if want[i] != vals[i]]
+assert not bad, "first mismatch at %d: %r vs %r" % (bad[0], vals[bad[0]], want[bad[0]])
+mean = sum(vals) / len(vals)
+std = (sum((v - mean) ** 2 for v in vals) / len(vals)) ** 0.5
+assert abs(mean) < 0.002 and 0.018 < std < 0.022, (mean, std)
+norm = struct.unpack("<64f", open(sys.argv[1] + "/n.f32", "rb").read())
+assert all(v == 1.0 for v in norm)
+PY
+
+# a tokenizer from a vocab file
+vocab="$shared/vocab/ggml-vocab-llama-spm.gguf"
+if [ -f "$vocab" ]; then
+  check "--vocab" exit_is 0 "$kiln" synth --preset tiny --vocab "$vocab" -o "$tmp/v.gguf"
+  check "--vocab info" exit_is 0 "$kiln" info -m "$tmp/v.gguf" --json --tensors
+  check "--vocab facts" python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+n = d["tokenizer"]["vocab_size"]
+assert n == 32000 and d["tokenizer"]["model"] == "llama", d["tokenizer"]
+assert d["hparams"]["llama.vocab_size"] == n
+emb = [t for t in d["tensors"] if t["name"] == "token_embd.weight"][0]
+assert emb["shape"] == [64, n], emb' "$tmp/out"
+else
+  echo "SKIP --vocab: $vocab is absent"
+fi
+
+# llama.cpp accepts the files: ggml's reader, and its loader (quantize loads the model)
+if [ -x "$peer" ]; then
+  for t in F32 F16 BF16 Q8_0 Q4_0; do
+    check "peer gguf tiny $t" exit_is 0 "$peer" gguf "$tmp/tiny-$t.gguf"
+  done
+  check "peer gguf small" exit_is 0 "$peer" gguf "$tmp/small1.gguf"
+  check "peer loads tiny" exit_is 0 "$peer" quantize "$tmp/tiny-F16.gguf" "$tmp/peer-q8.gguf" 7
+  [ -f "$vocab" ] && check "peer gguf --vocab" exit_is 0 "$peer" gguf "$tmp/v.gguf"
+else
+  echo "SKIP llama.cpp checks: $peer is absent"
+fi
+
+echo "test_synth: $passes passed, $fails failed"
+[ "$fails" -eq 0 ]
