@@ -104,7 +104,7 @@ static void check_reference(const char *json_name) {
     snprintf(lpath, sizeof path, "%s/reference/%.*s.logits", shared, (int)(strlen(json_name) - 5), json_name);
     float *ref = (float *)tu_read_file(lpath, &ref_len);
     CHECKF(ref && ref_len == sizeof(float) * (size_t)n_pos * n_vocab, "%s: logits file", lpath);
-    struct kiln_context *ctx = new_ctx(m, 2, 512);
+    struct kiln_context *ctx = new_ctx(m, 2, 64);
     if (ctx && ref && logits && run_prompt(ctx, ids, (int)n, (int)n, logits, n_vocab)) {
         for (int64_t k = 0; k < n_pos; k++) {
             const float *got = logits + (size_t)pos_d[k] * n_vocab, *want = ref + (size_t)k * n_vocab;

@@ -8,8 +8,14 @@
  */
 #include "cpu.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +80,7 @@ struct kt_threadpool {
     /* barrier: the last thread to arrive bumps `passed` */
     atomic_int n_arrived;
     atomic_int n_passed;
+    atomic_int n_sleepers; /* waiters blocked in the kernel on n_passed */
     /* dynamic work: chunk counter of the node in progress */
     atomic_int chunk;
 };
@@ -93,17 +100,50 @@ static void cpu_relax(unsigned *spins) {
     }
 }
 
+/* Sleep until *addr != val (spurious wake-ups are fine: callers re-check). */
+static void wait_change(atomic_int *addr, int val) {
+#if defined(__linux__)
+    syscall(SYS_futex, (int *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+#else
+    (void)addr;
+    (void)val;
+    sched_yield();
+#endif
+}
+
+static void wake_all(atomic_int *addr) {
+#if defined(__linux__)
+    syscall(SYS_futex, (int *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#else
+    (void)addr;
+#endif
+}
+
+/* Spin briefly (a barrier is usually a few microseconds away), then sleep: on a
+ * machine with more runnable threads than cores a spinning waiter would take the
+ * core from the very thread it waits for. */
+#define BARRIER_SPINS 2000
+
 static void barrier(struct kt_threadpool *tp) {
     int n = tp->n_active;
     if (n == 1) return;
-    int passed = atomic_load_explicit(&tp->n_passed, memory_order_relaxed);
-    if (atomic_fetch_add_explicit(&tp->n_arrived, 1, memory_order_acq_rel) == n - 1) {
-        atomic_store_explicit(&tp->n_arrived, 0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&tp->n_passed, 1, memory_order_acq_rel);
+    int passed = atomic_load(&tp->n_passed);
+    if (atomic_fetch_add(&tp->n_arrived, 1) == n - 1) {
+        atomic_store(&tp->n_arrived, 0);
+        atomic_fetch_add(&tp->n_passed, 1);
+        if (atomic_load(&tp->n_sleepers) > 0) wake_all(&tp->n_passed);
         return;
     }
-    unsigned spins = 0;
-    while (atomic_load_explicit(&tp->n_passed, memory_order_acquire) == passed) cpu_relax(&spins);
+    for (int i = 0; i < BARRIER_SPINS; i++) {
+        if (atomic_load_explicit(&tp->n_passed, memory_order_acquire) != passed) return;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    /* seq_cst: the releaser either sees this sleeper or this sleeper sees the release */
+    atomic_fetch_add(&tp->n_sleepers, 1);
+    while (atomic_load(&tp->n_passed) == passed) wait_change(&tp->n_passed, passed);
+    atomic_fetch_sub(&tp->n_sleepers, 1);
 }
 
 void kt_cpu_barrier(const struct kt_compute_params *p) { barrier(p->tp); }
