@@ -4,8 +4,9 @@
 # Q8_0, Q4_0 and Q4_K_M is byte for byte the file llama.cpp's quantizer made
 # (../shared/models); and where llama.cpp's peer is built (../shared/peer), every
 # TYPE, with its mix and --pure, on two synthetic models (rows of 64, GQA 4,
-# a feed-forward width that is not whole 256-blocks) gives the same file as
-# llama_model_quantize, and ggml's reader accepts every output.
+# a feed-forward width that is not whole 256-blocks), and from F32 and BF16
+# inputs, gives the same file as llama_model_quantize, and ggml's reader accepts
+# every output.
 set -uo pipefail
 kiln=${KILN_BIN:?KILN_BIN is not set}
 shared=${KILN_SHARED:-../shared}
@@ -90,6 +91,15 @@ if [ -x "$peer" ]; then
         check "$m $t $pure = llama.cpp's file" cmp "$tmp/k.gguf" "$tmp/p.gguf"
         check "peer gguf $m $t $pure" exit_is 0 "$peer" gguf "$tmp/k.gguf"
       done
+    done
+  done
+  # F32 and BF16 inputs go through their own row converters
+  for it in F32 BF16; do
+    check "synth small $it" exit_is 0 "$kiln" synth --preset small --type "$it" -o "$tmp/in-$it.gguf"
+    for t in Q4_0 Q4_K_M F16; do
+      check "peer $it -> $t" exit_is 0 "$peer" quantize "$tmp/in-$it.gguf" "$tmp/p.gguf" "${ftype[$t]}"
+      check "kiln $it -> $t" exit_is 0 "$kiln" quantize "$tmp/in-$it.gguf" "$tmp/k.gguf" "$t"
+      check "$it -> $t = llama.cpp's file" cmp "$tmp/k.gguf" "$tmp/p.gguf"
     done
   done
 else
