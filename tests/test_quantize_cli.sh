@@ -2,7 +2,8 @@
 # test_quantize_cli.sh - `kiln quantize` end to end: usage errors exit 2 naming the
 # culprit, runtime errors exit 1 and leave no OUT; kjv-f16.gguf quantized to
 # Q8_0, Q4_0 and Q4_K_M is byte for byte the file llama.cpp's quantizer made
-# (../shared/models); and where llama.cpp's peer is built (../shared/peer), every
+# (../shared/models) and runs in kiln with llama.cpp's perplexity (within 1%);
+# and where llama.cpp's peer is built (../shared/peer), every
 # TYPE, with its mix and --pure, on two synthetic models (rows of 64, GQA 4,
 # a feed-forward width that is not whole 256-blocks), and from F32 and BF16
 # inputs, gives the same file as llama_model_quantize, and ggml's reader accepts
@@ -70,6 +71,14 @@ if [ -f "$shared/models/kjv-f16.gguf" ]; then
   for t in q8_0 q4_0 q4_k_m; do
     check "kjv $t" exit_is 0 "$kiln" quantize -t 2 "$shared/models/kjv-f16.gguf" "$tmp/kjv-$t.gguf" "${t^^}"
     check "kjv $t = llama.cpp's file" cmp "$tmp/kjv-$t.gguf" "$shared/models/kjv-$t.gguf"
+    # and the file runs in kiln: perplexity within 1% of llama.cpp's on its own quantization
+    check "kjv $t perplexity" exit_is 0 "$kiln" perplexity -m "$tmp/kjv-$t.gguf" -f "$shared/text/kjv_test_a.txt" \
+      -c 128 --json
+    check "kjv $t perplexity within 1%" python3 -c '
+import json, sys
+got = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["ppl"]
+want = json.load(open(sys.argv[2]))["ppl"][sys.argv[3]]
+assert abs(got - want) <= 0.01 * want, (got, want)' "$tmp/out" "$shared/reference/perplexity.json" "kjv-$t.gguf"
   done
 else
   echo "SKIP the ../shared part: $shared is absent (set KILN_SHARED)"
