@@ -5,7 +5,7 @@
  * llama.cpp), Q4_K_M the types of kjv-q4_k_m.gguf (bytes counted); the mixes of
  * a 32-layer model against the layer lists llama.cpp's rules give (written out
  * by hand); thread-count invariance; failures (damaged input, requantizing,
- * cancel, bad paths) leave no output.
+ * cancel, bad paths) leave no output; the writer's streaming mode over slabs.
  */
 #include "gguf.h"
 #include "kiln.h"
@@ -228,6 +228,73 @@ static void test_shared(const char *shared) {
     CHECK(!kiln_quantize_file(f16, out, &p, err, sizeof err) && strstr(err, "cancelled") && !exists(out));
 }
 
+/* ------------------------------------------------------------------ streaming writer */
+
+/* Rows of 4 MiB: 9 of them do not fit one slab, so the writer must come back for the rest. */
+#define BIG_ROW ((int64_t)1 << 20)
+struct fill_log {
+    int calls;
+    int64_t row0[8], nrows[8];
+    int64_t fail_at; /* row at which to fail, or -1 */
+};
+
+static bool fill_rows(void *user, int64_t row0, int64_t nrows, void *buf, char *err, size_t errlen) {
+    struct fill_log *log = user;
+    if (log->calls < 8) {
+        log->row0[log->calls] = row0;
+        log->nrows[log->calls] = nrows;
+    }
+    log->calls++;
+    if (log->fail_at >= row0 && log->fail_at < row0 + nrows) {
+        snprintf(err, errlen, "row %lld refused", (long long)log->fail_at);
+        return false;
+    }
+    float *f = buf;
+    memset(buf, 0, (size_t)(nrows * BIG_ROW) * sizeof(float));
+    for (int64_t r = 0; r < nrows; r++)
+        for (int64_t i = 0; i < BIG_ROW; i += 4099) f[r * BIG_ROW + i] = (float)(row0 + r) + (float)i * 1e-7f;
+    return true;
+}
+
+static void test_writer_fill(void) {
+    char path[1024], err[256];
+    tmp_path(path, sizeof path, "fill.gguf");
+    const int64_t ne[2] = {BIG_ROW, 9};
+    struct fill_log log = {.fail_at = -1};
+    struct gguf_writer *w = gguf_writer_new();
+    CHECK(!gguf_writer_add_tensor_fill(w, "x", KT_TYPE_F32, 2, ne, NULL, NULL)); /* a fill is required */
+    CHECK(gguf_writer_add_tensor_fill(w, "big", KT_TYPE_F32, 2, ne, fill_rows, &log));
+    CHECKF(gguf_writer_write(w, path), "%s", gguf_writer_error(w));
+    gguf_writer_free(w);
+    /* slabs of at most GGUF_FILL_SLAB bytes, in row order */
+    CHECK(log.calls == 2 && log.row0[0] == 0 && log.nrows[0] == 8 && log.row0[1] == 8 && log.nrows[1] == 1);
+    struct gguf_file *g = gguf_open(path, err, sizeof err);
+    CHECKF(g != NULL, "%s", err);
+    if (g) {
+        const struct gguf_tensor_info *t = gguf_tensor(g, 0);
+        const float *f = t->data;
+        bool ok = t->size == (size_t)(9 * BIG_ROW * 4);
+        for (int64_t r = 0; ok && r < 9; r++)
+            for (int64_t i = 0; ok && i < BIG_ROW; i += 4099) ok = f[r * BIG_ROW + i] == (float)r + (float)i * 1e-7f;
+        CHECK(ok);
+        gguf_close(g);
+    }
+    /* a failing source abandons the file: the old one stays, no temporary is left */
+    log = (struct fill_log){.fail_at = 8};
+    w = gguf_writer_new();
+    CHECK(gguf_writer_add_tensor_fill(w, "big", KT_TYPE_F32, 2, ne, fill_rows, &log));
+    CHECK(!gguf_writer_write(w, path));
+    CHECKF(strstr(gguf_writer_error(w), "tensor 'big': row 8 refused") != NULL, "%s", gguf_writer_error(w));
+    gguf_writer_free(w);
+    g = gguf_open(path, err, sizeof err);
+    CHECK(g && gguf_tensor(g, 0)->size == (size_t)(9 * BIG_ROW * 4));
+    gguf_close(g);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -q tmp", tmpdir);
+    CHECK(system(cmd) != 0);
+    unlink(path);
+}
+
 /* ------------------------------------------------------------------ damaged input */
 
 static void test_bad_inputs(void) {
@@ -269,6 +336,7 @@ int main(void) {
     test_names();
     test_mixes();
     test_bad_inputs();
+    test_writer_fill();
     const char *shared = tu_shared();
     if (shared) test_shared(shared);
     char cmd[2100];
