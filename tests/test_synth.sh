@@ -3,8 +3,9 @@
 # bytes (any thread count), another seed differs, the weights are the documented
 # generator's (an independent Python implementation of it, compared through
 # `kiln info --dump`), the files are valid models for kiln info and for ggml's
-# reader and llama.cpp's loader (../shared/peer, skipped when absent), a --vocab
-# file's tokenizer is taken over, and bad arguments exit 2.
+# reader and llama.cpp's loader (../shared/peer, skipped when absent), a quantized
+# type is the F32 model quantized by llama.cpp (byte for byte), a --vocab file's
+# tokenizer is taken over, and bad arguments exit 2.
 set -uo pipefail
 kiln=${KILN_BIN:?KILN_BIN is not set}
 shared=${KILN_SHARED:-../shared}
@@ -127,6 +128,14 @@ norm = struct.unpack("<64f", open(sys.argv[1] + "/n.f32", "rb").read())
 assert all(v == 1.0 for v in norm)
 PY
 
+# a quantized synth file is the F32 one quantized: by kiln, and by llama.cpp below
+check "small F32" exit_is 0 "$kiln" synth --preset small --type F32 --seed 5 -o "$tmp/s32.gguf"
+for t in F16 BF16 Q8_0 Q4_0; do
+  check "small $t" exit_is 0 "$kiln" synth --preset small --type "$t" --seed 5 -o "$tmp/s-$t.gguf"
+  check "kiln quantize small F32 -> $t" exit_is 0 "$kiln" quantize "$tmp/s32.gguf" "$tmp/kq-$t.gguf" "$t"
+  check "small $t = F32 quantized by kiln" cmp "$tmp/s-$t.gguf" "$tmp/kq-$t.gguf"
+done
+
 # a tokenizer from a vocab file
 vocab="$shared/vocab/ggml-vocab-llama-spm.gguf"
 if [ -f "$vocab" ]; then
@@ -151,6 +160,11 @@ if [ -x "$peer" ]; then
   done
   check "peer gguf small" exit_is 0 "$peer" gguf "$tmp/small1.gguf"
   check "peer loads tiny" exit_is 0 "$peer" quantize "$tmp/tiny-F16.gguf" "$tmp/peer-q8.gguf" 7
+  for tf in F16:1 BF16:32 Q8_0:7 Q4_0:2; do
+    t=${tf%%:*}
+    check "peer quantize small F32 -> $t" exit_is 0 "$peer" quantize "$tmp/s32.gguf" "$tmp/pq.gguf" "${tf##*:}"
+    check "small $t = F32 quantized by llama.cpp" cmp "$tmp/s-$t.gguf" "$tmp/pq.gguf"
+  done
   [ -f "$vocab" ] && check "peer gguf --vocab" exit_is 0 "$peer" gguf "$tmp/v.gguf"
 else
   echo "SKIP llama.cpp checks: $peer is absent"

@@ -316,13 +316,15 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
               gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)ps->n_head_kv) &&
               gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f) &&
               gguf_writer_set_f32(w, "llama.rope.freq_base", 10000.0f) &&
-              gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype) &&
-              gguf_writer_set_u32(w, "general.quantization_version", 2) &&
               gguf_writer_set_u64(w, "kiln.synth.seed", p->seed);
     if (!ok) fail(err, errlen, "%s", gguf_writer_error(w));
     if (ok) ok = p->vocab_path ? file_vocab(w, p->vocab_path, &n_vocab, err, errlen)
                                : synth_vocab(w, n_vocab, err, errlen);
-    if (ok && !gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)n_vocab))
+    /* the file type last, where quantizing puts it: a quantized synth file is then byte for
+     * byte the F32 synth file quantized (by kiln or llama.cpp) */
+    if (ok && !(gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)n_vocab) &&
+                gguf_writer_set_u32(w, "general.quantization_version", 2) &&
+                gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype)))
         ok = fail(err, errlen, "%s", gguf_writer_error(w));
 
     /* tensors in llama.cpp's loader order (outside blocks first, by name within a block) */
