@@ -197,9 +197,9 @@ static bool rg_written_over(const struct rg_life *x, const struct rg_life *y) {
 }
 
 /* No two tensors of gf placed in buf (not views) overlap in memory while both are alive;
- * lifetimes come from the node order alone: from the node that writes a tensor (leafs and
- * inputs: before the first node) to the last node that reads it or a view of it (never
- * ending for outputs and for what nothing reads). Returns the in-place hand-overs seen. */
+ * lifetimes come from the node order alone: from the node that writes a tensor to the last
+ * node that reads it or a view of it; leafs and inputs live from before the first node, and
+ * they, outputs and what nothing reads live on after the last. Returns the in-place hand-overs seen. */
 static int rg_check_lifetimes(struct kt_cgraph *gf, struct kt_buffer *buf, int seed) {
     static struct rg_life L[8192];
     int n = 0;
@@ -210,7 +210,7 @@ static int rg_check_lifetimes(struct kt_cgraph *gf, struct kt_buffer *buf, int s
             struct kt_tensor *t = pass ? gf->nodes[i] : gf->leafs[i];
             if (t->view_src || t->buffer != buf) continue;
             bool early = !pass || (t->flags & KT_FLAG_INPUT);
-            L[n++] = (struct rg_life){t, early ? -1 : i, early ? -1 : i};
+            L[n++] = (struct rg_life){t, early ? -1 : i, early ? RG_FOREVER : i};
         }
     }
     /* readers of a root: any node with it (or a view of it) as a source; views or roots that

@@ -127,7 +127,7 @@ static void test_hand_made(struct kt_backend *dev, struct kt_backend *cpu) {
         float got[128];
         kt_tensor_get(y[1], got, 0, sizeof got);
         CHECK(!memcmp(got, y[0]->data, sizeof got));
-        kt_tensor_set(x[1], vx, 0, sizeof vx); /* inputs are the caller's to set before each compute */
+        kt_tensor_set(x[1], vx, 0, sizeof vx); /* setting an input again between computes is fine */
     }
     CHECK(kt_sched_get_buffer_size(sc, dev) == dev_size && kt_sched_get_buffer_size(sc, cpu) == cpu_size);
 
@@ -222,6 +222,8 @@ int main(void) {
 
     /* three backends: matmuls on one device, adds on another */
     struct kt_backend *d1 = kt_backend_cpu_init(), *d2 = kt_backend_cpu_init();
+    kt_backend_cpu_set_n_threads(d1, N_THREADS);
+    kt_backend_cpu_set_n_threads(d2, N_THREADS);
     kt_backend_cpu_set_op_filter(d1, only_mul_mat, NULL);
     kt_backend_cpu_set_op_filter(d2, only_add, NULL);
     struct kt_backend *b3[3] = {d1, d2, cpu};

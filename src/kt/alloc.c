@@ -9,9 +9,10 @@
  *     no view of it is still in use) its block goes back to a free list
  *     (best fit, neighbours merged) inside one virtual buffer whose high-water
  *     mark becomes the buffer size;
- *   - graph leafs and KT_FLAG_INPUT nodes get memory before any node runs (the
- *     caller fills them after allocation, so nothing may share it early);
- *     KT_FLAG_OUTPUT tensors and graph sinks are never freed;
+ *   - graph leafs and KT_FLAG_INPUT nodes get memory before any node runs and
+ *     keep it (the caller fills them after allocation, and may compute the
+ *     graph again without filling them again); KT_FLAG_OUTPUT tensors and
+ *     graph sinks are never freed either;
  *   - views share their root's memory and keep it alive while they are used;
  *   - tensors that already have memory (weights bound to a mapping, a KV
  *     cache) are left alone;
@@ -215,7 +216,9 @@ static void place(struct kt_gallocr *g, const struct kt_tensor *t) {
 
 static void free_root(struct kt_gallocr *g, const struct kt_tensor *root) {
     struct tinfo *ti = info_of(g, root);
-    if (!ti->holds || (root->flags & KT_FLAG_OUTPUT)) return;
+    /* outputs are read after the graph; inputs (and leafs: the caller fills them) stay so that
+     * a graph can be computed again without setting them again */
+    if (!ti->holds || (root->flags & (KT_FLAG_OUTPUT | KT_FLAG_INPUT)) || root->op == KT_OP_NONE) return;
     block_free(g, ti->offset, ti->size);
     ti->holds = false;
 }
