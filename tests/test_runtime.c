@@ -231,6 +231,44 @@ static void check_sequences(const char *model_file) {
     kiln_model_free(m);
 }
 
+/* Other KV cache types stay close to llama.cpp's F16-cache logits. */
+static void check_kv_types(void) {
+    char path[1024], err[512];
+    snprintf(path, sizeof path, "%s/models/kjv-f16.gguf", shared);
+    struct kiln_model *m = kiln_model_load(path, kiln_model_default_params(), err, sizeof err);
+    snprintf(path, sizeof path, "%s/reference/kjv-f16-0.json", shared);
+    char *json = tu_read_file(path, NULL);
+    snprintf(path, sizeof path, "%s/reference/kjv-f16-0.logits", shared);
+    float *ref = (float *)tu_read_file(path, NULL);
+    CHECK(m && json && ref);
+    if (!m || !json || !ref) goto out;
+    const int64_t V = kiln_model_hparams(m)->n_vocab;
+    double tok_d[64], pos_d[64];
+    int n = (int)rj_num_array(json, "prompt_tokens", tok_d, 64), np = (int)rj_num_array(json, "logits_positions", pos_d, 64);
+    int32_t ids[64];
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)tok_d[i];
+    const enum kt_type types[] = {KT_TYPE_F32, KT_TYPE_BF16, KT_TYPE_Q8_0};
+    float *logits = malloc(sizeof(float) * (size_t)n * V);
+    for (size_t t = 0; t < 3; t++) {
+        struct kiln_context_params cp = kiln_context_default_params();
+        cp.n_ctx = 256;
+        cp.type_k = cp.type_v = types[t];
+        struct kiln_context *ctx = kiln_context_new(m, cp, err, sizeof err);
+        CHECKF(ctx != NULL, "%s KV cache: %s", kt_type_name(types[t]), err);
+        if (ctx && run_prompt(ctx, ids, n, n, logits, V))
+            for (int k = 0; k < np; k++) {
+                double e = tu_nmse(logits + (size_t)pos_d[k] * V, ref + (size_t)k * V, V);
+                CHECKF(e < 1e-4, "%s KV cache: position %d nmse %.3g", kt_type_name(types[t]), (int)pos_d[k], e);
+            }
+        kiln_context_free(ctx);
+    }
+    free(logits);
+out:
+    free(ref);
+    free(json);
+    kiln_model_free(m);
+}
+
 int main(void) {
     shared = tu_shared_or_skip("test_runtime");
     char dir[1024];
@@ -251,5 +289,6 @@ int main(void) {
     check_invariance("kjv-q4_0.gguf");
     check_invariance("kjv-f16.gguf");
     check_sequences("kjv-q8_0.gguf");
+    check_kv_types();
     return tu_finish("test_runtime");
 }
