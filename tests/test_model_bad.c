@@ -1,0 +1,137 @@
+/*
+ * test_model_bad.c - kiln_model_load on models crafted broken from a real one:
+ * each defect is refused with a message that names it, nothing crashes; and
+ * the progress callback reports loading and can cancel it.
+ */
+#include "gguf.h"
+#include "kiln.h"
+#include "testutil.h"
+
+#include <unistd.h>
+
+static const char *src_path;
+static char tmp_path[256];
+
+struct edit {
+    const char *drop_tensor;    /* leave this tensor out */
+    const char *swap_tensor;    /* give this tensor the data/shape of ... */
+    const char *swap_with;      /* ... this one */
+    const char *set_key;        /* set this key ... */
+    const char *str_value;      /* ... to this string, or */
+    int64_t u32_value;          /* ... to this u32 (when str_value is NULL) */
+    const char *drop_key;
+};
+
+/* Copy the source model with one edit applied into tmp_path. */
+static bool write_edited(const struct edit *e) {
+    char err[256];
+    struct gguf_file *g = gguf_open(src_path, err, sizeof err);
+    if (!g) return false;
+    struct gguf_writer *w = gguf_writer_new();
+    bool ok = w && gguf_writer_copy_kv(w, g);
+    if (ok && e->set_key)
+        ok = e->str_value ? gguf_writer_set_str(w, e->set_key, e->str_value)
+                          : gguf_writer_set_u32(w, e->set_key, (uint32_t)e->u32_value);
+    if (ok && e->drop_key) ok = gguf_writer_remove_key(w, e->drop_key);
+    for (int64_t i = 0; ok && i < gguf_n_tensors(g); i++) {
+        const struct gguf_tensor_info *t = gguf_tensor(g, i);
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        if (e->drop_tensor && !strcmp(name, e->drop_tensor)) continue;
+        if (e->swap_tensor && !strcmp(name, e->swap_tensor)) {
+            t = gguf_tensor(g, gguf_find_tensor(g, e->swap_with));
+        }
+        ok = gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data);
+    }
+    ok = ok && gguf_writer_write(w, tmp_path);
+    if (!ok) fprintf(stderr, "writer: %s\n", w ? gguf_writer_error(w) : "?");
+    gguf_writer_free(w);
+    gguf_close(g);
+    return ok;
+}
+
+static void expect_refused(const char *label, const struct edit *e, const char *want) {
+    CHECKF(write_edited(e), "%s: cannot write the edited model", label);
+    char err[512] = "";
+    struct kiln_model *m = kiln_model_load(tmp_path, kiln_model_default_params(), err, sizeof err);
+    CHECKF(m == NULL, "%s: loaded", label);
+    CHECKF(strstr(err, want) != NULL, "%s: message '%s' lacks '%s'", label, err, want);
+    kiln_model_free(m);
+}
+
+struct progress_log {
+    int calls;
+    float last;
+    int cancel_at;
+};
+
+static bool on_progress(float p, void *data) {
+    struct progress_log *log = data;
+    log->calls++;
+    CHECK(p >= log->last && p <= 1.0f);
+    log->last = p;
+    return log->cancel_at == 0 || log->calls < log->cancel_at;
+}
+
+int main(void) {
+    const char *shared = tu_shared_or_skip("test_model_bad");
+    static char src[1024];
+    snprintf(src, sizeof src, "%s/models/kjv-q8_0.gguf", shared);
+    src_path = src;
+    snprintf(tmp_path, sizeof tmp_path, "/tmp/kiln-test-model-%d.gguf", (int)getpid());
+
+    expect_refused("missing tensor", &(struct edit){.drop_tensor = "blk.1.ffn_up.weight"},
+                   "missing tensor 'blk.1.ffn_up.weight'");
+    expect_refused("wrong shape",
+                   &(struct edit){.swap_tensor = "blk.0.attn_q.weight", .swap_with = "blk.0.attn_k.weight"},
+                   "tensor 'blk.0.attn_q.weight' has shape [256, 128");
+    expect_refused("1-D weight of another type",
+                   &(struct edit){.swap_tensor = "output_norm.weight", .swap_with = "blk.0.attn_q.weight"},
+                   "output_norm.weight");
+    expect_refused("unknown architecture", &(struct edit){.set_key = "general.architecture", .str_value = "gpt9"},
+                   "architecture 'gpt9' is not supported");
+    expect_refused("KV heads do not divide heads",
+                   &(struct edit){.set_key = "llama.attention.head_count_kv", .u32_value = 3}, "cannot be grouped");
+    expect_refused("zero layers", &(struct edit){.set_key = "llama.block_count", .u32_value = 0},
+                   "llama.block_count = 0 is out of range");
+    expect_refused("missing block count", &(struct edit){.drop_key = "llama.block_count"},
+                   "missing hyper-parameter llama.block_count");
+    expect_refused("hyper-parameter of the wrong type",
+                   &(struct edit){.set_key = "llama.embedding_length", .str_value = "256"}, "llama.embedding_length");
+    expect_refused("vocab size disagrees", &(struct edit){.set_key = "llama.vocab_size", .u32_value = 31999},
+                   "vocab_size 31999 differs");
+    expect_refused("odd rope dimensions", &(struct edit){.set_key = "llama.rope.dimension_count", .u32_value = 31},
+                   "odd");
+
+    /* a missing output.weight is not an error: the embedding is tied */
+    CHECK(write_edited(&(struct edit){.drop_tensor = "output.weight"}));
+    char err[512];
+    struct kiln_model *m = kiln_model_load(tmp_path, kiln_model_default_params(), err, sizeof err);
+    CHECKF(m != NULL, "tied: %s", err);
+    kiln_model_free(m);
+
+    /* progress: called per step, ends at 1; returning false cancels */
+    struct progress_log log = {0};
+    struct kiln_model_params mp = kiln_model_default_params();
+    mp.progress = on_progress;
+    mp.progress_data = &log;
+    m = kiln_model_load(src_path, mp, err, sizeof err);
+    CHECK(m != NULL && log.calls >= 4 && log.last == 1.0f);
+    kiln_model_free(m);
+    log = (struct progress_log){.cancel_at = 2};
+    m = kiln_model_load(src_path, mp, err, sizeof err);
+    CHECK(m == NULL && strstr(err, "cancelled"));
+
+    /* a context is refused for impossible parameters, with a message */
+    m = kiln_model_load(src_path, kiln_model_default_params(), err, sizeof err);
+    struct kiln_context_params cp = kiln_context_default_params();
+    cp.n_seq_max = 65;
+    CHECK(m && !kiln_context_new(m, cp, err, sizeof err) && strstr(err, "n_seq_max"));
+    cp = kiln_context_default_params();
+    cp.type_k = KT_TYPE_Q4_1;
+    CHECK(m && !kiln_context_new(m, cp, err, sizeof err) && strstr(err, "KV cache types"));
+    kiln_model_free(m);
+
+    unlink(tmp_path);
+    return tu_finish("test_model_bad");
+}
