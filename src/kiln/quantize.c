@@ -247,8 +247,7 @@ bool kiln_quantize_file(const char *in, const char *out, const struct kiln_quant
             }
             if (requant && !p->allow_requantize) {
                 fail(err, errlen,
-                     "tensor '%s' is already quantized (%s): requantizing to %s loses precision twice "
-                     "(allow it explicitly to proceed)",
+                     "tensor '%s' is already quantized (%s): requantizing to %s loses precision twice",
                      t->name, kt_type_name(ti->type), kt_type_name(t->to));
                 goto done;
             }

@@ -108,6 +108,7 @@ int cmd_quantize(int argc, char **argv) {
     if (ui.shown) fputc('\n', stderr);
     if (!ok) {
         fprintf(stderr, "kiln quantize: %s\n", err);
+        if (strstr(err, "already quantized")) fprintf(stderr, "kiln quantize: pass --allow-requantize to proceed\n");
         return EXIT_RUNTIME;
     }
     printf("%s: %.2f MiB -> %s: %.2f MiB as %s%s in %.1f s\n", pos[0], mib(pos[0]), pos[1], mib(pos[1]),
