@@ -2,9 +2,10 @@
 # test_synth.sh - `kiln synth` end to end: the same preset and seed give the same
 # bytes (any thread count), another seed differs, the weights are the documented
 # generator's (an independent Python implementation of it, compared through
-# `kiln info --dump`), the files are valid models for kiln info and for ggml's
+# `kiln info --dump`), the files are valid models for kiln info, kiln eval and ggml's
 # reader and llama.cpp's loader (../shared/peer, skipped when absent), a quantized
-# type is the F32 model quantized by llama.cpp (byte for byte), a --vocab file's
+# type is the F32 model quantized by llama.cpp (byte for byte), the synthetic
+# vocabulary tokenizes as in llama.cpp, a --vocab file's
 # tokenizer is taken over, and bad arguments exit 2.
 set -uo pipefail
 kiln=${KILN_BIN:?KILN_BIN is not set}
@@ -136,6 +137,11 @@ for t in F16 BF16 Q8_0 Q4_0; do
   check "small $t = F32 quantized by kiln" cmp "$tmp/s-$t.gguf" "$tmp/kq-$t.gguf"
 done
 
+# the model runs in kiln (tokens of the synthetic vocabulary checked against llama.cpp below)
+prompt="In the beginning God created the heaven and the earth; Zebra 42!"
+check "kiln eval tiny" exit_is 0 "$kiln" eval -m "$tmp/tiny-F16.gguf" -p "$prompt"
+cp "$tmp/out" "$tmp/eval.json"
+
 # a tokenizer from a vocab file
 vocab="$shared/vocab/ggml-vocab-llama-spm.gguf"
 if [ -f "$vocab" ]; then
@@ -166,6 +172,13 @@ if [ -x "$peer" ]; then
     check "small $t = F32 quantized by llama.cpp" cmp "$tmp/s-$t.gguf" "$tmp/pq.gguf"
   done
   [ -f "$vocab" ] && check "peer gguf --vocab" exit_is 0 "$peer" gguf "$tmp/v.gguf"
+  printf '%s\n' "$prompt" >"$tmp/prompt.txt"
+  check "peer logits tiny" exit_is 0 "$peer" logits "$tmp/tiny-F16.gguf" "$tmp/prompt.txt" "$tmp/pl" 0
+  check "synthetic vocab: kiln's tokens = llama.cpp's" python3 -c '
+import json, sys
+got = json.load(open(sys.argv[1]))["tokens"]
+want = json.load(open(sys.argv[2]))["prompt_tokens"]
+assert got == want and len(got) > 20, (got, want)' "$tmp/eval.json" "$tmp/pl-0.json"
 else
   echo "SKIP llama.cpp checks: $peer is absent"
 fi
