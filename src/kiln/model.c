@@ -4,23 +4,13 @@
  * every weight checked for type and shape and bound zero-copy into the file
  * mapping through a host buffer (the file's pages are the weights).
  */
+#include "errf.h"
 #include "runtime.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static bool fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return false;
-}
 
 struct kiln_model_params kiln_model_default_params(void) { return (struct kiln_model_params){0}; }
 
@@ -32,14 +22,14 @@ static bool hp_int(const struct gguf_file *g, const char *arch, const char *suff
     char key[160];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     if (gguf_find_key(g, key) < 0) {
-        if (def < 0) return fail(err, errlen, "missing hyper-parameter %s", key);
+        if (def < 0) return kiln_errf(err, errlen, "missing hyper-parameter %s", key);
         *out = def;
         return true;
     }
     int64_t v;
-    if (!gguf_get_int(g, key, &v)) return fail(err, errlen, "hyper-parameter %s: %s", key, gguf_error(g));
+    if (!gguf_get_int(g, key, &v)) return kiln_errf(err, errlen, "hyper-parameter %s: %s", key, gguf_error(g));
     if (v < lo || v > hi)
-        return fail(err, errlen, "hyper-parameter %s = %lld is out of range [%lld, %lld]", key, (long long)v,
+        return kiln_errf(err, errlen, "hyper-parameter %s = %lld is out of range [%lld, %lld]", key, (long long)v,
                     (long long)lo, (long long)hi);
     *out = v;
     return true;
@@ -54,8 +44,8 @@ static bool hp_float(const struct gguf_file *g, const char *arch, const char *su
         return true;
     }
     double v;
-    if (!gguf_get_float(g, key, &v)) return fail(err, errlen, "hyper-parameter %s: %s", key, gguf_error(g));
-    if (!(v >= lo && v <= hi)) return fail(err, errlen, "hyper-parameter %s = %g is out of range", key, v);
+    if (!gguf_get_float(g, key, &v)) return kiln_errf(err, errlen, "hyper-parameter %s: %s", key, gguf_error(g));
+    if (!(v >= lo && v <= hi)) return kiln_errf(err, errlen, "hyper-parameter %s = %g is out of range", key, v);
     *out = (float)v;
     return true;
 }
@@ -72,23 +62,23 @@ static bool load_hparams(struct kiln_model *m, const char *arch, char *err, size
         !hp_int(g, arch, "feed_forward_length", -1, 1, 1 << 22, &hp->n_ff, err, errlen))
         return false;
     if (hp->n_head % hp->n_head_kv != 0)
-        return fail(err, errlen, "%lld heads cannot be grouped over %lld KV heads", (long long)hp->n_head,
+        return kiln_errf(err, errlen, "%lld heads cannot be grouped over %lld KV heads", (long long)hp->n_head,
                     (long long)hp->n_head_kv);
     int64_t def_head = hp->n_embd % hp->n_head == 0 ? hp->n_embd / hp->n_head : -1;
     if (!hp_int(g, arch, "attention.key_length", def_head, 2, 1 << 14, &hp->n_embd_head, err, errlen)) {
         if (def_head < 0)
-            return fail(err, errlen, "embedding length %lld is not a multiple of %lld heads",
+            return kiln_errf(err, errlen, "embedding length %lld is not a multiple of %lld heads",
                         (long long)hp->n_embd, (long long)hp->n_head);
         return false;
     }
     int64_t vlen;
     if (!hp_int(g, arch, "attention.value_length", hp->n_embd_head, 1, 1 << 14, &vlen, err, errlen)) return false;
     if (vlen != hp->n_embd_head)
-        return fail(err, errlen, "value length %lld differs from key length %lld (not supported)", (long long)vlen,
+        return kiln_errf(err, errlen, "value length %lld differs from key length %lld (not supported)", (long long)vlen,
                     (long long)hp->n_embd_head);
     if (!hp_int(g, arch, "rope.dimension_count", hp->n_embd_head, 2, hp->n_embd_head, &hp->n_rot, err, errlen))
         return false;
-    if (hp->n_rot % 2) return fail(err, errlen, "rope dimension count %lld is odd", (long long)hp->n_rot);
+    if (hp->n_rot % 2) return kiln_errf(err, errlen, "rope dimension count %lld is odd", (long long)hp->n_rot);
     if (!hp_float(g, arch, "rope.freq_base", 10000.0, 1e-3, 1e12, &hp->rope_freq_base, err, errlen) ||
         !hp_float(g, arch, "attention.layer_norm_rms_epsilon", 1e-5, 0.0, 1.0, &hp->norm_rms_eps, err, errlen))
         return false;
@@ -104,7 +94,7 @@ static bool load_hparams(struct kiln_model *m, const char *arch, char *err, size
         if (!hp_float(g, arch, "rope.scaling.factor", 0.0, 0.0, 1e6, &f2, err, errlen)) return false;
         if (f2 > 0.0f) factor = f2;
     } else if (!(stype.len == 4 && !memcmp(stype.ptr, "none", 4))) {
-        return fail(err, errlen, "rope scaling type '%.*s' is not supported", (int)(stype.len > 32 ? 32 : stype.len),
+        return kiln_errf(err, errlen, "rope scaling type '%.*s' is not supported", (int)(stype.len > 32 ? 32 : stype.len),
                     stype.ptr);
     }
     hp->rope_freq_scale = 1.0f / factor;
@@ -127,7 +117,7 @@ static struct kt_tensor *bind(struct binder *b, const char *name, int n_dims, in
     struct kiln_model *m = b->m;
     int64_t ti = gguf_find_tensor(m->gguf, name);
     if (ti < 0) {
-        if (!optional) fail(b->err, b->errlen, "missing tensor '%s'", name);
+        if (!optional) kiln_errf(b->err, b->errlen, "missing tensor '%s'", name);
         return NULL;
     }
     const struct gguf_tensor_info *info = gguf_tensor(m->gguf, ti);
@@ -135,20 +125,20 @@ static struct kt_tensor *bind(struct binder *b, const char *name, int n_dims, in
     bool ok = info->n_dims <= 2 || (info->ne[2] == 1 && info->ne[3] == 1);
     for (int i = 0; i < 2 && ok; i++) ok = info->ne[i] == (i < n_dims ? want[i] : 1);
     if (!ok) {
-        fail(b->err, b->errlen, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name,
+        kiln_errf(b->err, b->errlen, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name,
              (long long)info->ne[0], (long long)info->ne[1], (long long)info->ne[2], (long long)info->ne[3],
              (long long)ne0, (long long)(n_dims > 1 ? ne1 : 1));
         return NULL;
     }
     const struct kt_type_traits *tr = kt_get_type_traits(info->type);
     if (!tr->to_float || (n_dims > 1 && !tr->vec_dot)) {
-        fail(b->err, b->errlen, "tensor '%s' has type %s, which kiln cannot compute with", name,
+        kiln_errf(b->err, b->errlen, "tensor '%s' has type %s, which kiln cannot compute with", name,
              kt_type_name(info->type));
         return NULL;
     }
     struct kt_tensor *t = kt_new_tensor(m->wctx, info->type, n_dims, want);
     if (!t || !kt_buffer_bind_tensor(m->wbuf, t, (void *)info->data)) {
-        fail(b->err, b->errlen, "tensor '%s': %s", name, kt_last_error());
+        kiln_errf(b->err, b->errlen, "tensor '%s': %s", name, kt_last_error());
         return NULL;
     }
     kt_set_name(t, name);
@@ -161,7 +151,7 @@ static struct kt_tensor *bind(struct binder *b, const char *name, int n_dims, in
 static bool progress(struct binder *b) {
     b->n_done++;
     if (b->params.progress && !b->params.progress((float)b->n_done / (float)b->n_total, b->params.progress_data))
-        return fail(b->err, b->errlen, "loading cancelled");
+        return kiln_errf(b->err, b->errlen, "loading cancelled");
     return true;
 }
 
@@ -177,7 +167,7 @@ static bool load_tensors(struct kiln_model *m, struct kiln_model_params params, 
     size_t meta = (size_t)(hp->n_layer * 16 + 8) * kt_tensor_overhead();
     m->wctx = kt_init((struct kt_init_params){.mem_size = meta, .no_alloc = true});
     m->wbuf = kt_buffer_from_host_ptr((void *)gguf_base(m->gguf), gguf_size(m->gguf));
-    if (!m->wctx || !m->wbuf) return fail(err, errlen, "%s", kt_last_error());
+    if (!m->wctx || !m->wbuf) return kiln_errf(err, errlen, "%s", kt_last_error());
     kt_buffer_set_usage(m->wbuf, KT_BUFFER_USAGE_WEIGHTS);
 
     struct binder b = {m, err, errlen, 0, 3 + hp->n_layer, params};
@@ -191,7 +181,7 @@ static bool load_tensors(struct kiln_model *m, struct kiln_model_params params, 
     if (!progress(&b) || !progress(&b) || !progress(&b)) return false;
 
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
-    if (!m->layers) return fail(err, errlen, "out of memory");
+    if (!m->layers) return kiln_errf(err, errlen, "out of memory");
     for (int64_t il = 0; il < hp->n_layer; il++) {
         struct kiln_layer *L = &m->layers[il];
         char name[96];
@@ -216,7 +206,7 @@ static bool load_tensors(struct kiln_model *m, struct kiln_model_params params, 
     /* bias and norm weights are read as F32 by the element-wise kernels */
     for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t))
         if (kt_n_dims(t) == 1 && t->type != KT_TYPE_F32)
-            return fail(err, errlen, "tensor '%s' is %s; 1-D weights must be f32", t->name, kt_type_name(t->type));
+            return kiln_errf(err, errlen, "tensor '%s' is %s; 1-D weights must be f32", t->name, kt_type_name(t->type));
     return true;
 }
 
@@ -231,7 +221,7 @@ struct kiln_model *kiln_model_load(const char *path, struct kiln_model_params pa
     err[0] = 0;
     struct kiln_model *m = calloc(1, sizeof *m);
     if (!m) {
-        fail(err, errlen, "out of memory");
+        kiln_errf(err, errlen, "out of memory");
         return NULL;
     }
     m->gguf = gguf_open(path, err, errlen);
@@ -239,14 +229,14 @@ struct kiln_model *kiln_model_load(const char *path, struct kiln_model_params pa
 
     struct gguf_str arch;
     if (!gguf_get_str(m->gguf, "general.architecture", &arch)) {
-        fail(err, errlen, "%s: no general.architecture: %s", path, gguf_error(m->gguf));
+        kiln_errf(err, errlen, "%s: no general.architecture: %s", path, gguf_error(m->gguf));
         goto error;
     }
     char arch_name[64];
     snprintf(arch_name, sizeof arch_name, "%.*s", (int)(arch.len < 63 ? arch.len : 63), arch.ptr);
     m->arch = kiln_arch_find(arch_name);
     if (!m->arch) {
-        fail(err, errlen, "%s: architecture '%s' is not supported (kiln runs llama, qwen2)", path, arch_name);
+        kiln_errf(err, errlen, "%s: architecture '%s' is not supported (kiln runs llama, qwen2)", path, arch_name);
         goto error;
     }
     struct gguf_str name;
@@ -261,7 +251,7 @@ struct kiln_model *kiln_model_load(const char *path, struct kiln_model_params pa
     int64_t nv = kiln_vocab_n_tokens(m->vocab);
     if (!hp_int(m->gguf, arch_name, "vocab_size", nv, 1, (int64_t)1 << 31, &m->hp.n_vocab, err, errlen)) goto error;
     if (m->hp.n_vocab != nv) {
-        fail(err, errlen, "vocab_size %lld differs from the %lld tokens of the vocabulary", (long long)m->hp.n_vocab,
+        kiln_errf(err, errlen, "vocab_size %lld differs from the %lld tokens of the vocabulary", (long long)m->hp.n_vocab,
              (long long)nv);
         goto error;
     }

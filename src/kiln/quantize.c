@@ -4,12 +4,12 @@
  * n threads (each row is quantized on its own, so the bytes do not depend on
  * the thread count). Also the file-type names.
  */
+#include "errf.h"
 #include "quant_mix.h"
 
 #include "gguf.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,16 +136,6 @@ static bool fill_tensor(void *user, int64_t row0, int64_t nrows, void *buf, char
 
 /* ------------------------------------------------------------------ planning */
 
-static bool fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return false;
-}
 
 /* An integer hyper-parameter stored as a scalar or as a per-layer array (first layer). */
 static int64_t hparam(const struct gguf_file *g, const char *arch, const char *suffix, int64_t dflt) {
@@ -176,13 +166,13 @@ static int eff_dims(const struct gguf_tensor_info *t) {
 
 bool kiln_quantize_file(const char *in, const char *out, const struct kiln_quantize_params *p, char *err,
                         size_t errlen) {
-    if (!in || !out || !p) return fail(err, errlen, "kiln_quantize_file: NULL argument");
+    if (!in || !out || !p) return kiln_errf(err, errlen, "kiln_quantize_file: NULL argument");
     enum kt_type dflt;
-    if (!kiln_ftype_default_type(p->ftype, &dflt)) return fail(err, errlen, "unknown file type %d", (int)p->ftype);
+    if (!kiln_ftype_default_type(p->ftype, &dflt)) return kiln_errf(err, errlen, "unknown file type %d", (int)p->ftype);
     char gerr[256];
     struct gguf_file *g = gguf_open(in, gerr, sizeof gerr);
     /* the reader names the file when it cannot open it, not when the content is bad */
-    if (!g) return strstr(gerr, in) ? fail(err, errlen, "%s", gerr) : fail(err, errlen, "%s: %s", in, gerr);
+    if (!g) return strstr(gerr, in) ? kiln_errf(err, errlen, "%s", gerr) : kiln_errf(err, errlen, "%s: %s", in, gerr);
 
     bool ok = false;
     struct gguf_writer *w = NULL;
@@ -193,7 +183,7 @@ bool kiln_quantize_file(const char *in, const char *out, const struct kiln_quant
     struct qtensor *qt = calloc((size_t)(n > 0 ? n : 1), sizeof *qt);
     struct qrun run = {.n_threads = p->n_threads, .progress = p->progress, .progress_data = p->progress_data};
     if (!names || !name_ptr || !order || !qt) {
-        fail(err, errlen, "out of memory");
+        kiln_errf(err, errlen, "out of memory");
         goto done;
     }
 
@@ -228,7 +218,7 @@ bool kiln_quantize_file(const char *in, const char *out, const struct kiln_quant
         !gguf_writer_remove_key(w, "split.count") || !gguf_writer_remove_key(w, "split.tensors.count") ||
         !gguf_writer_set_u32(w, "general.quantization_version", 2) ||
         !gguf_writer_set_u32(w, "general.file_type", (uint32_t)p->ftype)) {
-        fail(err, errlen, "%s", w ? gguf_writer_error(w) : "out of memory");
+        kiln_errf(err, errlen, "%s", w ? gguf_writer_error(w) : "out of memory");
         goto done;
     }
     for (int64_t k = 0; k < n; k++) {
@@ -242,11 +232,11 @@ bool kiln_quantize_file(const char *in, const char *out, const struct kiln_quant
         const bool requant = t->to != ti->type && kt_is_quantized(ti->type);
         if (t->to != ti->type) {
             if (!kt_get_type_traits(ti->type)->to_float) {
-                fail(err, errlen, "tensor '%s': cannot convert from %s", t->name, kt_type_name(ti->type));
+                kiln_errf(err, errlen, "tensor '%s': cannot convert from %s", t->name, kt_type_name(ti->type));
                 goto done;
             }
             if (requant && !p->allow_requantize) {
-                fail(err, errlen,
+                kiln_errf(err, errlen,
                      "tensor '%s' is already quantized (%s): requantizing to %s loses precision twice",
                      t->name, kt_type_name(ti->type), kt_type_name(t->to));
                 goto done;
@@ -259,7 +249,7 @@ bool kiln_quantize_file(const char *in, const char *out, const struct kiln_quant
             p->on_tensor(&info, p->on_tensor_data);
         }
         if (!gguf_writer_add_tensor_fill(w, t->name, t->to, ti->n_dims, ti->ne, fill_tensor, t)) {
-            fail(err, errlen, "%s", gguf_writer_error(w));
+            kiln_errf(err, errlen, "%s", gguf_writer_error(w));
             goto done;
         }
         int64_t rows = 1;
@@ -267,7 +257,7 @@ bool kiln_quantize_file(const char *in, const char *out, const struct kiln_quant
         run.total += kt_row_size(t->to, ti->ne[0]) * (size_t)rows;
     }
     if (!gguf_writer_write(w, out)) {
-        fail(err, errlen, "%s", gguf_writer_error(w));
+        kiln_errf(err, errlen, "%s", gguf_writer_error(w));
         goto done;
     }
     ok = true;

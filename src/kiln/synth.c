@@ -4,11 +4,11 @@
  * row), so the bytes are the same on any machine and for any thread count, and
  * rows are generated while the writer streams them to the file.
  */
+#include "errf.h"
 #include "quant_mix.h"
 
 #include "gguf.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,16 +36,6 @@ struct kiln_synth_params kiln_synth_default_params(void) {
     return (struct kiln_synth_params){.preset = "tiny", .type = KT_TYPE_F16, .n_threads = 1};
 }
 
-static bool fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return false;
-}
 
 /* ------------------------------------------------------------------ random numbers */
 
@@ -111,7 +101,7 @@ static bool gen_rows(void *ctx, int64_t r0, int64_t r1, char *err, size_t errlen
     const int64_t per = ne0 >= SCHUNK_FLOATS ? 1 : SCHUNK_FLOATS / ne0;
     const int64_t n = r1 - r0 < per ? r1 - r0 : per;
     float *f = malloc((size_t)n * (size_t)ne0 * sizeof(float));
-    if (!f) return fail(err, errlen, "out of memory");
+    if (!f) return kiln_errf(err, errlen, "out of memory");
     bool ok = true;
     for (int64_t r = r0; ok && r < r1; r += per) {
         const int64_t nr = r1 - r < per ? r1 - r : per;
@@ -121,7 +111,7 @@ static bool gen_rows(void *ctx, int64_t r0, int64_t r1, char *err, size_t errlen
             else random_row(t->run->seed, t->index, r + i, WEIGHT_STD, f + i * ne0, ne0);
         }
         if (kt_quantize_chunk(t->type, f, sl->buf + (size_t)(r - sl->row0) * row, nr, ne0, NULL) == 0)
-            ok = fail(err, errlen, "%s", kt_last_error());
+            ok = kiln_errf(err, errlen, "%s", kt_last_error());
     }
     free(f);
     return ok;
@@ -135,7 +125,7 @@ static bool fill(void *user, int64_t row0, int64_t nrows, void *buf, char *err, 
     *run->done += (size_t)nrows * kt_row_size(t->type, t->ne[0]);
     if (run->progress &&
         !run->progress(run->total ? (float)((double)*run->done / (double)run->total) : 1.0f, run->progress_data))
-        return fail(err, errlen, "cancelled");
+        return kiln_errf(err, errlen, "cancelled");
     return true;
 }
 
@@ -148,13 +138,13 @@ static bool synth_vocab(struct gguf_writer *w, int64_t n_vocab, char *err, size_
     static const char alphabet[] = "etaoinshrdlucmfwypvbgkjqxz";
     static const char singles[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,;:!?'\"-()";
     const char *mark = "\xe2\x96\x81";
-    if (n_vocab < 259 + 1) return fail(err, errlen, "vocabulary of %lld tokens is too small", (long long)n_vocab);
+    if (n_vocab < 259 + 1) return kiln_errf(err, errlen, "vocabulary of %lld tokens is too small", (long long)n_vocab);
     char *text = malloc((size_t)n_vocab * 16);
     struct gguf_str *strs = malloc((size_t)n_vocab * sizeof *strs);
     float *scores = malloc((size_t)n_vocab * sizeof *scores);
     int32_t *types = malloc((size_t)n_vocab * sizeof *types);
     bool ok = text && strs && scores && types;
-    if (!ok) fail(err, errlen, "out of memory");
+    if (!ok) kiln_errf(err, errlen, "out of memory");
     int64_t n = 0;
     char *p = text;
 #define ADD(kind, ...)                                                  \
@@ -258,12 +248,12 @@ static bool copy_key(struct gguf_writer *w, const struct gguf_file *g, int64_t i
 static bool file_vocab(struct gguf_writer *w, const char *path, int64_t *n_vocab, char *err, size_t errlen) {
     char gerr[256];
     struct gguf_file *g = gguf_open(path, gerr, sizeof gerr);
-    if (!g) return strstr(gerr, path) ? fail(err, errlen, "%s", gerr) : fail(err, errlen, "%s: %s", path, gerr);
+    if (!g) return strstr(gerr, path) ? kiln_errf(err, errlen, "%s", gerr) : kiln_errf(err, errlen, "%s: %s", path, gerr);
     bool ok = true;
     int64_t ti = gguf_find_key(g, "tokenizer.ggml.tokens");
     if (ti < 0 || gguf_kv_type(g, ti) != GGUF_TYPE_ARRAY || gguf_arr_type(g, ti) != GGUF_TYPE_STRING ||
         gguf_arr_n(g, ti) == 0 || gguf_arr_n(g, ti) > INT32_MAX)
-        ok = fail(err, errlen, "%s: no tokenizer.ggml.tokens string array", path);
+        ok = kiln_errf(err, errlen, "%s: no tokenizer.ggml.tokens string array", path);
     else *n_vocab = (int64_t)gguf_arr_n(g, ti);
     for (int64_t i = 0; ok && i < gguf_n_kv(g); i++) {
         struct gguf_str k = gguf_key(g, i);
@@ -271,7 +261,7 @@ static bool file_vocab(struct gguf_writer *w, const char *path, int64_t *n_vocab
         if (k.len >= sizeof key || k.len < 10 || memcmp(k.ptr, "tokenizer.", 10) != 0) continue;
         memcpy(key, k.ptr, (size_t)k.len);
         key[k.len] = 0;
-        if (!copy_key(w, g, i, key)) ok = fail(err, errlen, "%s: cannot copy key '%s'", path, key);
+        if (!copy_key(w, g, i, key)) ok = kiln_errf(err, errlen, "%s: cannot copy key '%s'", path, key);
     }
     gguf_close(g);
     return ok;
@@ -291,17 +281,17 @@ static bool ftype_of(enum kt_type t, enum kiln_ftype *out) {
 }
 
 bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, size_t errlen) {
-    if (!p || !out || !p->preset) return fail(err, errlen, "kiln_synth: NULL argument");
+    if (!p || !out || !p->preset) return kiln_errf(err, errlen, "kiln_synth: NULL argument");
     const struct preset *ps = NULL;
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (!strcmp(presets[i].name, p->preset)) ps = &presets[i];
-    if (!ps) return fail(err, errlen, "unknown preset '%s'", p->preset);
+    if (!ps) return kiln_errf(err, errlen, "unknown preset '%s'", p->preset);
     enum kiln_ftype ftype;
     if (!ftype_of(p->type, &ftype))
-        return fail(err, errlen, "type %s is not one synth makes (F32, F16, BF16, Q8_0, Q4_0)", kt_type_name(p->type));
+        return kiln_errf(err, errlen, "type %s is not one synth makes (F32, F16, BF16, Q8_0, Q4_0)", kt_type_name(p->type));
 
     struct gguf_writer *w = gguf_writer_new();
-    if (!w) return fail(err, errlen, "out of memory");
+    if (!w) return kiln_errf(err, errlen, "out of memory");
     char name[96];
     snprintf(name, sizeof name, "synth-%s", ps->name);
     const int64_t head_dim = ps->n_embd / ps->n_head, n_embd_kv = head_dim * ps->n_head_kv;
@@ -317,7 +307,7 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
               gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f) &&
               gguf_writer_set_f32(w, "llama.rope.freq_base", 10000.0f) &&
               gguf_writer_set_u64(w, "kiln.synth.seed", p->seed);
-    if (!ok) fail(err, errlen, "%s", gguf_writer_error(w));
+    if (!ok) kiln_errf(err, errlen, "%s", gguf_writer_error(w));
     if (ok) ok = p->vocab_path ? file_vocab(w, p->vocab_path, &n_vocab, err, errlen)
                                : synth_vocab(w, n_vocab, err, errlen);
     /* the file type last, where quantizing puts it: a quantized synth file is then byte for
@@ -325,7 +315,7 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
     if (ok && !(gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)n_vocab) &&
                 gguf_writer_set_u32(w, "general.quantization_version", 2) &&
                 gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype)))
-        ok = fail(err, errlen, "%s", gguf_writer_error(w));
+        ok = kiln_errf(err, errlen, "%s", gguf_writer_error(w));
 
     /* tensors in llama.cpp's loader order (outside blocks first, by name within a block) */
     static const struct {
@@ -341,7 +331,7 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
     size_t done = 0;
     struct srun run = {.seed = p->seed, .n_threads = p->n_threads, .progress = p->progress,
                        .progress_data = p->progress_data, .done = &done};
-    if (ok && (!ts || !names)) ok = fail(err, errlen, "out of memory");
+    if (ok && (!ts || !names)) ok = kiln_errf(err, errlen, "out of memory");
     for (int64_t i = 0; ok && i < n_t; i++) {
         struct stensor *t = &ts[i];
         int what;
@@ -370,9 +360,9 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
         t->type = kiln_qmix_type(&mix, t->name, t->n_dims, t->ne, KT_TYPE_F32);
         run.total += kt_row_size(t->type, t->ne[0]) * (size_t)t->ne[1];
         if (!gguf_writer_add_tensor_fill(w, t->name, t->type, t->n_dims, t->ne, fill, t))
-            ok = fail(err, errlen, "%s", gguf_writer_error(w));
+            ok = kiln_errf(err, errlen, "%s", gguf_writer_error(w));
     }
-    if (ok && !gguf_writer_write(w, out)) ok = fail(err, errlen, "%s", gguf_writer_error(w));
+    if (ok && !gguf_writer_write(w, out)) ok = kiln_errf(err, errlen, "%s", gguf_writer_error(w));
     free(names);
     free(ts);
     gguf_writer_free(w);

@@ -37,22 +37,15 @@ bool decode_prompt(const char *cmd, struct kiln_context *ctx, struct kiln_batch 
     return true;
 }
 
-const char *read_prompt(const char *cmd, const char *prompt, const char *file, char **owned) {
-    *owned = NULL;
-    if (file) {
-        *owned = tool_read_file(cmd, file, NULL);
-        return *owned;
-    }
-    return prompt;
-}
-
 int cmd_eval(int argc, char **argv) {
     const char *cmd = "eval";
     struct model_args ma;
     model_args_init(&ma);
-    const char *prompt = NULL, *prompt_file = NULL, *logits_path = NULL;
+    struct prompt_args pa = {0};
+    const char *logits_path = NULL;
     for (int i = 1; i < argc; i++) {
         int r = model_args_parse(&ma, cmd, argc, argv, &i);
+        if (r == 0) r = prompt_args_parse(&pa, cmd, argc, argv, &i);
         if (r < 0) return EXIT_USAGE;
         if (r > 0) continue;
         const char *o = argv[i];
@@ -63,10 +56,6 @@ int cmd_eval(int argc, char **argv) {
                    "prompt position (n_tokens x n_vocab, row-major).\n%s",
                    model_args_help());
             return EXIT_OK;
-        } else if (!strcmp(o, "-p") || !strcmp(o, "--prompt")) {
-            if (!(prompt = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
-        } else if (!strcmp(o, "-f") || !strcmp(o, "--file")) {
-            if (!(prompt_file = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(o, "--logits")) {
             if (!(logits_path = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
         } else {
@@ -74,12 +63,10 @@ int cmd_eval(int argc, char **argv) {
         }
     }
     if (!ma.model_path) return tool_usage_error(cmd, "-m MODEL is required");
-    if (!prompt == !prompt_file) return tool_usage_error(cmd, "give exactly one of -p PROMPT or -f FILE");
-
-    char *owned;
-    const char *text = read_prompt(cmd, prompt, prompt_file, &owned);
-    if (!text) return EXIT_RUNTIME;
-    int rc = EXIT_RUNTIME;
+    int rc;
+    const char *text = prompt_args_text(&pa, cmd, &rc);
+    if (!text) return rc;
+    rc = EXIT_RUNTIME;
     int32_t *ids = NULL;
     FILE *lf = NULL;
     struct kiln_batch batch = {0};
@@ -128,7 +115,7 @@ done:
     if (lf) fclose(lf);
     kiln_batch_free(&batch);
     free(ids);
-    free(owned);
+    prompt_args_free(&pa);
     model_args_free(&ma);
     return rc;
 }

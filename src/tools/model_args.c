@@ -243,3 +243,30 @@ int64_t generate(const char *cmd, struct kiln_context *ctx, const struct kiln_vo
     kiln_batch_free(&b);
     return n;
 }
+
+/* ------------------------------------------------------------------ prompt */
+
+int prompt_args_parse(struct prompt_args *p, const char *cmd, int argc, char **argv, int *i) {
+    const char *o = argv[*i];
+    const char **slot = !strcmp(o, "-p") || !strcmp(o, "--prompt") ? &p->prompt
+                        : !strcmp(o, "-f") || !strcmp(o, "--file") ? &p->file
+                                                                   : NULL;
+    if (!slot) return 0;
+    return (*slot = tool_arg_value(cmd, argc, argv, i)) ? 1 : -1;
+}
+
+const char *prompt_args_text(struct prompt_args *p, const char *cmd, int *rc) {
+    if (!p->prompt == !p->file) {
+        *rc = tool_usage_error(cmd, "give exactly one of -p PROMPT or -f FILE");
+        return NULL;
+    }
+    if (p->prompt) return p->prompt;
+    p->owned = tool_read_file(cmd, p->file, NULL);
+    *rc = EXIT_RUNTIME;
+    return p->owned;
+}
+
+void prompt_args_free(struct prompt_args *p) {
+    free(p->owned);
+    p->owned = NULL;
+}

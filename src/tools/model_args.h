@@ -28,8 +28,17 @@ int64_t model_tokenize(const char *cmd, const struct kiln_vocab *v, const char *
  * logits for every position when all (written to logits_out if given), else for the last. */
 bool decode_prompt(const char *cmd, struct kiln_context *ctx, struct kiln_batch *batch, const int32_t *ids,
                    int64_t n, int32_t pos0, bool all, FILE *logits_out, int64_t n_vocab);
-/* The prompt text: -p's value, or the file of -f read whole (*owned is then to be freed). */
-const char *read_prompt(const char *cmd, const char *prompt, const char *file, char **owned);
+/* ---- the prompt: -p TEXT or -f FILE, exactly one */
+struct prompt_args {
+    const char *prompt, *file;
+    char *owned; /* the file's text */
+};
+/* like model_args_parse: 1 consumed, 0 not ours, -1 bad value */
+int prompt_args_parse(struct prompt_args *p, const char *cmd, int argc, char **argv, int *i);
+/* The prompt text, or NULL with a message and *rc set (EXIT_USAGE: neither or both given;
+ * EXIT_RUNTIME: the file cannot be read). */
+const char *prompt_args_text(struct prompt_args *p, const char *cmd, int *rc);
+void prompt_args_free(struct prompt_args *p);
 void print_ids_json(FILE *f, const int32_t *ids, int64_t n);
 
 /* ---- sampling options shared by run, chat and serve */

@@ -22,10 +22,11 @@ int cmd_run(int argc, char **argv) {
     model_args_init(&ma);
     gen_args_init(&ga);
     ga.n_predict = 64;
-    const char *prompt = NULL, *prompt_file = NULL;
+    struct prompt_args pa = {0};
     bool json = false, verbose = false;
     for (int i = 1; i < argc; i++) {
         int r = model_args_parse(&ma, cmd, argc, argv, &i);
+        if (r == 0) r = prompt_args_parse(&pa, cmd, argc, argv, &i);
         if (r == 0) r = gen_args_parse(&ga, cmd, argc, argv, &i);
         if (r < 0) return EXIT_USAGE;
         if (r > 0) continue;
@@ -38,10 +39,6 @@ int cmd_run(int argc, char **argv) {
                    "and prompt/generation tokens per second on stderr.\n%s%s",
                    model_args_help(), gen_args_help());
             return EXIT_OK;
-        } else if (!strcmp(o, "-p") || !strcmp(o, "--prompt")) {
-            if (!(prompt = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
-        } else if (!strcmp(o, "-f") || !strcmp(o, "--file")) {
-            if (!(prompt_file = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(o, "--json")) {
             json = true;
         } else if (!strcmp(o, "-v") || !strcmp(o, "--verbose")) {
@@ -51,12 +48,10 @@ int cmd_run(int argc, char **argv) {
         }
     }
     if (!ma.model_path) return tool_usage_error(cmd, "-m MODEL is required");
-    if (!prompt == !prompt_file) return tool_usage_error(cmd, "give exactly one of -p PROMPT or -f FILE");
-
-    char *owned;
-    const char *text = read_prompt(cmd, prompt, prompt_file, &owned);
-    if (!text) return EXIT_RUNTIME;
-    int rc = EXIT_RUNTIME;
+    int rc;
+    const char *text = prompt_args_text(&pa, cmd, &rc);
+    if (!text) return rc;
+    rc = EXIT_RUNTIME;
     int32_t *ids = NULL;
     char *all = NULL;
     struct kiln_batch batch = {0};
@@ -118,7 +113,7 @@ done:
     free(all);
     kiln_batch_free(&batch);
     free(ids);
-    free(owned);
+    prompt_args_free(&pa);
     model_args_free(&ma);
     return rc;
 }
