@@ -109,7 +109,9 @@ bool kt_backend_is_cpu(const struct kt_backend *b);
 void kt_backend_cpu_set_n_threads(struct kt_backend *b, int n_threads);
 void kt_backend_cpu_set_abort_callback(struct kt_backend *b, kt_abort_callback cb, void *data);
 /* Restrict which ops this CPU backend instance claims to support (tests of the scheduler's
- * splits; NULL: all). */
+ * splits; NULL: all). A filtered instance also stands in for a discrete device: its default
+ * buffer type is its own and not host, and it reaches only that memory, so the scheduler
+ * really copies across. */
 void kt_backend_cpu_set_op_filter(struct kt_backend *b, bool (*filter)(const struct kt_tensor *op, void *data),
                                   void *data);
 struct kt_buffer_type *kt_cpu_buffer_type(void);

@@ -275,7 +275,7 @@ static void rg_collect(struct rg_graph *g, struct rg_run *r) {
 
 /* Every tensor with its own memory: the reference. */
 static bool rg_run_plain(uint64_t seed, int n_ops, int64_t n_tok, int n_threads, struct rg_run *out) {
-    struct kt_context *ctx = kt_init((struct kt_init_params){.mem_size = 128u << 20});
+    struct kt_context *ctx = kt_init((struct kt_init_params){.mem_size = 16u << 20});
     struct rg_graph g;
     bool ok = ctx && rg_build(ctx, ctx, seed, n_ops, n_tok, &g);
     if (ok) {

@@ -7,6 +7,8 @@
  * memory). Also: exact splits/copies on a hand-made graph, pinning, the
  * caller's graph left unchanged, reserve then smaller batches.
  */
+#include <malloc.h>
+
 #include "backend-impl.h"
 #include "kt-alloc.h"
 #include "randgraph.h"
@@ -130,6 +132,11 @@ static void test_hand_made(struct kt_backend *dev, struct kt_backend *cpu) {
         kt_tensor_set(x[1], vx, 0, sizeof vx); /* setting an input again between computes is fine */
     }
     CHECK(kt_sched_get_buffer_size(sc, dev) == dev_size && kt_sched_get_buffer_size(sc, cpu) == cpu_size);
+    /* warm: splitting, planning, copying and computing again allocate nothing */
+    struct mallinfo2 m0 = mallinfo2();
+    for (int rep = 0; rep < 3; rep++) CHECK(kt_sched_graph_compute(sc, g1) == KT_STATUS_SUCCESS);
+    struct mallinfo2 m1 = mallinfo2();
+    CHECKF(m0.uordblks == m1.uordblks && m0.hblkhd == m1.hblkhd, "heap in use %zu -> %zu", m0.uordblks, m1.uordblks);
 
     /* pinning the first projection to the CPU: it copies the weight over instead */
     kt_sched_reset(sc);

@@ -237,9 +237,10 @@ static void release(struct kt_gallocr *g, const struct kt_tensor *t) {
 /* ---- in-place */
 
 /* Whether node's CPU kernel may write over src[j]: it reads every element before
- * writing the same index and never reads another row it already wrote. Binary
- * ops index src1 by broadcast, so src1 qualifies only at the same shape (checked
- * by the caller). SOFT_MAX's mask and ROPE's positions are never overwritten. */
+ * writing the same index and never reads another row it already wrote. Only src0:
+ * that is the aliasing the kernels promise (scalar loops and ISA row kernels say
+ * "d may alias a"); SOFT_MAX's mask, ROPE's positions and a broadcast src1 are
+ * never overwritten. */
 static bool in_place_ok(enum kt_op op, int j) {
     switch (op) {
     case KT_OP_ADD:
@@ -247,7 +248,6 @@ static bool in_place_ok(enum kt_op op, int j) {
     case KT_OP_MUL:
     case KT_OP_DIV:
     case KT_OP_SWIGLU:
-        return j <= 1;
     case KT_OP_SCALE:
     case KT_OP_SQR:
     case KT_OP_SQRT:
