@@ -125,7 +125,8 @@ struct cpu_backend {
     void *abort_data;
     bool (*filter)(const struct kt_tensor *op, void *data);
     void *filter_data;
-    struct kt_buffer_type sim_buft; /* the isolated memory of a filtered instance */
+    struct kt_buffer_type sim_buft; /* the isolated memory of a filtered instance: its buffers
+                                       must be freed before the instance */
 };
 
 static const char *cpu_name(const struct kt_backend *b) {
@@ -222,7 +223,10 @@ struct kt_backend *kt_backend_cpu_init(void) {
 bool kt_backend_is_cpu(const struct kt_backend *b) { return b && b->iface.graph_compute == cpu_graph_compute; }
 
 void kt_backend_cpu_set_n_threads(struct kt_backend *b, int n_threads) {
-    if (!kt_backend_is_cpu(b) || n_threads < 1) return;
+    if (!kt_backend_is_cpu(b) || n_threads < 1 || n_threads > 512) {
+        kt_set_error("kt_backend_cpu_set_n_threads: %d threads (1..512 allowed)", n_threads);
+        return;
+    }
     struct cpu_backend *c = b->context;
     if (n_threads == c->n_threads) return;
     struct kt_threadpool *tp = kt_threadpool_new(n_threads);
