@@ -177,6 +177,64 @@ static void test_hand_made(struct kt_backend *dev, struct kt_backend *cpu) {
     kt_free(wctx);
 }
 
+/* Writing into memory that existed before (a KV cache): the node goes where that memory is
+ * reachable; when no backend that runs the op reaches it, an error names the node. */
+static void test_cache_writes(struct kt_backend *dev, struct kt_backend *cpu) {
+    struct kt_backend *bs[2] = {dev, cpu};
+    for (int on_dev = 0; on_dev < 2; on_dev++) {
+        struct kt_context *kctx = kt_init((struct kt_init_params){.mem_size = 1 << 16, .no_alloc = true});
+        struct kt_context *ctx = kt_init((struct kt_init_params){.mem_size = 1 << 20, .no_alloc = true});
+        struct kt_tensor *cache = kt_new_tensor_2d(kctx, KT_TYPE_F16, 16, 8);
+        struct kt_buffer *kb = kt_backend_alloc_ctx_tensors(
+            kctx, on_dev ? kt_backend_get_default_buffer_type(dev) : kt_cpu_buffer_type());
+        kt_tensor_memset(cache, 0, 0, kt_nbytes(cache));
+        struct kt_tensor *x = kt_new_tensor_2d(ctx, KT_TYPE_F32, 16, 2);
+        kt_set_input(x);
+        struct kt_tensor *w = kt_new_tensor_2d(ctx, KT_TYPE_F32, 16, 16);
+        kt_set_input(w);
+        struct kt_tensor *y = kt_add(ctx, kt_mul_mat(ctx, w, x), x); /* on the device */
+        struct kt_tensor *slot = kt_view_2d(ctx, cache, 16, 2, cache->nb[1], 5 * cache->nb[1]);
+        struct kt_tensor *c = kt_cpy(ctx, kt_silu(ctx, y), slot);
+        struct kt_cgraph *gf = kt_new_graph(ctx);
+        kt_build_forward_expand(gf, c);
+        struct kt_sched *sc = kt_sched_new(bs, 2, 64);
+        bool ok = kt_sched_alloc_graph(sc, gf);
+        if (on_dev) {
+            /* the device does not copy, the CPU cannot reach the device's cache */
+            CHECKF(!ok && strstr(kt_last_error(), "CPY") != NULL, "%s", kt_last_error());
+        } else {
+            CHECKF(ok, "%s", kt_last_error());
+            float vx[32], vw[256];
+            uint64_t r = 99;
+            for (int i = 0; i < 32; i++) vx[i] = tu_rand_f(&r);
+            for (int i = 0; i < 256; i++) vw[i] = tu_rand_f(&r);
+            kt_tensor_set(x, vx, 0, sizeof vx);
+            kt_tensor_set(w, vw, 0, sizeof vw);
+            CHECK(kt_sched_graph_compute(sc, gf) == KT_STATUS_SUCCESS);
+            CHECKF(kt_sched_get_tensor_backend(sc, c) == cpu && kt_sched_get_n_splits(sc) == 2, "%d splits", kt_sched_get_n_splits(sc));
+            /* rows 5 and 6 of the cache hold silu(w x + x) in f16, naive double reference */
+            bool good = true;
+            for (int t = 0; t < 2; t++)
+                for (int i = 0; i < 16; i++) {
+                    double v = vx[t * 16 + i];
+                    for (int k = 0; k < 16; k++) v += (double)vw[i * 16 + k] * vx[t * 16 + k];
+                    v = v / (1.0 + exp(-v));
+                    kt_fp16_t h;
+                    kt_tensor_get(cache, &h, ((size_t)(5 + t) * 16 + (size_t)i) * sizeof h, sizeof h);
+                    good &= fabs(kt_fp16_to_fp32(h) - v) <= 2e-3 * (1 + fabs(v));
+                }
+            CHECK(good);
+            kt_fp16_t h4;
+            kt_tensor_get(cache, &h4, 4 * 16 * sizeof h4, sizeof h4);
+            CHECK(h4 == 0); /* the rest of the cache untouched */
+        }
+        kt_sched_free(sc);
+        kt_buffer_free(kb);
+        kt_free(ctx);
+        kt_free(kctx);
+    }
+}
+
 static void test_bad_args(struct kt_backend *dev, struct kt_backend *cpu) {
     struct kt_backend *bs[2] = {cpu, dev};
     CHECK(kt_sched_new(bs, 2, 64) == NULL); /* the fallback must reach host memory */
@@ -193,6 +251,7 @@ int main(void) {
     CHECK(!kt_backend_supports_buft(dev, kt_cpu_buffer_type()));
 
     test_hand_made(dev, cpu);
+    test_cache_writes(dev, cpu);
 
     /* random graphs, weights on the device: mul_mats and adds there, the rest on the CPU */
     struct kt_backend *bs[2] = {dev, cpu};
