@@ -3,11 +3,14 @@
  * converted (all threads, by rows) into the weight type's dot partner (Q8_0,
  * Q8_K, F16 ...) exactly as the reference quantizer would, so the dot products
  * are the format's own; then output tiles are handed out by an atomic counter
- * so that a thread that finishes early takes more (work stealing). Each output
- * element is one vec_dot whatever the tiling, so results do not depend on the
- * thread count.
+ * so that a thread that finishes early takes more (work stealing). With two or
+ * more columns and a block kernel for the type (gemm.h), a tile is computed a
+ * few rows x a few columns per pass over K; each output element is still
+ * exactly one vec_dot's arithmetic whatever the tiling, so results depend
+ * neither on the thread count nor on how many columns a batch has.
  */
 #include "cpu.h"
+#include "gemm.h"
 
 #include <string.h>
 
@@ -31,6 +34,33 @@ bool kt_cpu_mul_mat_supports(const struct kt_tensor *dst) {
     if (b->type != KT_TYPE_F32 || !tr->vec_dot || !kt_cpu_vec_dot(a->type)) return false;
     if (tr->vec_dot_type != KT_TYPE_F32 && !kt_cpu_from_float(tr->vec_dot_type)) return false;
     return a->ne[0] % kt_blck_size(tr->vec_dot_type) == 0;
+}
+
+/* Rows [ir0, ir1) x columns [ic0, ic1) of dst through a block kernel: columns go in
+ * groups of at most KT_GEMM_COLS that share one weight matrix (broadcast over dims
+ * 2/3 can change it inside a tile). */
+static void gemm_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t N, int64_t B2, int64_t r2,
+                      int64_t r3, const uint8_t *wdata, size_t brow, kt_gemm_fn gemm, int64_t ir0, int64_t ir1,
+                      int64_t ic0, int64_t ic1) {
+    const int64_t K = a->ne[0];
+    for (int64_t rr = ir0; rr < ir1; rr += KT_GEMM_ROWS) {
+        const int nr = (int)(ir1 - rr < KT_GEMM_ROWS ? ir1 - rr : KT_GEMM_ROWS);
+        for (int64_t c = ic0; c < ic1;) {
+            const void *y[KT_GEMM_COLS];
+            float *out[KT_GEMM_COLS];
+            const uint8_t *w = NULL;
+            int nc = 0;
+            for (; c < ic1 && nc < KT_GEMM_COLS; c++, nc++) {
+                const int64_t i1 = c % N, i2 = (c / N) % B2, i3 = c / (N * B2);
+                const uint8_t *wc = (const uint8_t *)a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
+                if (nc > 0 && wc != w) break;
+                w = wc;
+                y[nc] = wdata + (size_t)c * brow;
+                out[nc] = (float *)((uint8_t *)dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]) + rr;
+            }
+            gemm(K, w + rr * a->nb[1], a->nb[1], y, out, nr, nc);
+        }
+    }
 }
 
 void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
@@ -76,14 +106,21 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
     if (p->ith == 0) kt_cpu_chunk_reset(p);
     kt_cpu_barrier(p);
 
-    /* phase 2: tiles of (rows of dst) x (columns) */
-    const int64_t tile_r = ncols == 1 ? 64 : 32;
-    const int64_t tile_c = ncols == 1 ? 1 : 8;
+    /* phase 2: tiles of (rows of dst) x (columns). With a block kernel (gemm.h) a tile is
+     * walked by groups of KT_GEMM_ROWS weight rows (kept in L1) against groups of
+     * KT_GEMM_COLS columns of the same weight matrix; the tile's activations stay in L2. */
+    const kt_gemm_fn gemm = ncols > 1 ? kt_cpu_gemm(a->type) : NULL;
+    const int64_t tile_r = ncols == 1 ? 64 : gemm ? 64 : 32;
+    const int64_t tile_c = ncols == 1 ? 1 : gemm ? 32 : 8;
     const int64_t nt0 = (M + tile_r - 1) / tile_r, nt1 = (ncols + tile_c - 1) / tile_c;
     const int64_t ntiles = nt0 * nt1;
     for (int64_t t = p->ith; t < ntiles; t = kt_cpu_chunk_next(p)) {
         const int64_t ir0 = (t % nt0) * tile_r, ir1 = ir0 + tile_r < M ? ir0 + tile_r : M;
         const int64_t ic0 = (t / nt0) * tile_c, ic1 = ic0 + tile_c < ncols ? ic0 + tile_c : ncols;
+        if (gemm) {
+            gemm_tile(a, dst, N, B2, r2, r3, wdata, brow, gemm, ir0, ir1, ic0, ic1);
+            continue;
+        }
         for (int64_t rr = ir0; rr < ir1; rr += TILE_ROWS) {
             const int64_t rend = rr + TILE_ROWS < ir1 ? rr + TILE_ROWS : ir1;
             for (int64_t c = ic0; c < ic1; c++) {

@@ -1,0 +1,376 @@
+/*
+ * gemm_avx512.c - AVX-512 VNNI block kernels (R weight rows x C activation
+ * columns per pass) for Q4_0 and Q8_0 weights against Q8_0 activations and
+ * Q4_K and Q6_K weights against Q8_K, and F16 x F16.
+ * Each output element repeats vec_dot_avx512.c's arithmetic exactly (same
+ * int32 block sums, same float lanes and fma order, same final reduction), so
+ * results are bit-identical to it; what changes is that a weight block is
+ * unpacked once per C columns and an activation block loaded once per R rows.
+ * Contracts: gemm.h.
+ */
+#include <immintrin.h>
+
+#include "gemm.h"
+#include <string.h>
+
+#include "quant.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+static inline float h2f(kt_fp16_t h) { return _cvtsh_ss(h); }
+
+INLINE __m512i load2x256(const void *a, const void *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
+}
+
+/* Two blocks' fp16 scales as floats: lanes 0..7 the first, 8..15 the second.
+ * dx * dy lane by lane is the same float product vec_dot forms as a scalar. */
+INLINE __m512 scales2(kt_fp16_t a, kt_fp16_t b) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(h2f(a))), _mm256_set1_ps(h2f(b)), 1);
+}
+
+INLINE __m256i unpack_nibbles(const uint8_t *q) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)q);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0f));
+}
+
+/* Both legacy kernels use one shape: the weight bytes as unsigned u = x + bias
+ * (bias 8 for Q4_0's nibbles, 128 for Q8_0's flipped sign bit), so
+ * sum(x*y) = vpdpbusd(-bias*sum(y), u, y) with the column term computed once
+ * per column and the product exact in int32, as vec_dot's integer sums are. */
+INLINE __m512i q4_0_weights(const kt_block_q4_0 *x) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(unpack_nibbles(x[0].qs)), unpack_nibbles(x[1].qs), 1);
+}
+INLINE __m512i q8_0_weights(const kt_block_q8_0 *x) {
+    return _mm512_xor_si512(load2x256(x[0].qs, x[1].qs), _mm512_set1_epi8((char)0x80));
+}
+
+/* Odd last block, as vec_dot's tail sums it: the exact integer dot, then one
+ * scalar multiply-add onto the reduced sum. */
+INLINE int32_t tail_dot_q4_0(const kt_block_q4_0 *x, const kt_block_q8_0 *y) {
+    int32_t s = 0;
+    for (int k = 0; k < 16; k++)
+        s += ((x->qs[k] & 0x0f) - 8) * y->qs[k] + ((x->qs[k] >> 4) - 8) * y->qs[k + 16];
+    return s;
+}
+INLINE int32_t tail_dot_q8_0(const kt_block_q8_0 *x, const kt_block_q8_0 *y) {
+    int32_t s = 0;
+    for (int k = 0; k < 32; k++) s += x->qs[k] * y->qs[k];
+    return s;
+}
+
+#define LEGACY_TILE(NAME, WBLOCK, WEIGHTS, BIAS, TAIL)                                                              \
+    INLINE void NAME(int64_t K, const uint8_t *w, size_t ws, const void *const *yp, float *const *out, const int R, \
+                     const int C) {                                                                                 \
+        const int64_t nb = K / 32;                                                                                  \
+        const __m512i bias = _mm512_set1_epi8((char)(BIAS));                                                        \
+        __m512 acc[KT_GEMM_ROWS][KT_GEMM_COLS];                                                                     \
+        for (int r = 0; r < R; r++)                                                                                 \
+            for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();                                            \
+        int64_t i = 0;                                                                                              \
+        for (; i + 2 <= nb; i += 2) {                                                                               \
+            __m512i u[KT_GEMM_ROWS];                                                                                \
+            __m512 dx[KT_GEMM_ROWS];                                                                                \
+            for (int r = 0; r < R; r++) {                                                                           \
+                const WBLOCK *x = (const WBLOCK *)(w + (size_t)r * ws) + i;                                         \
+                u[r] = WEIGHTS(x);                                                                                  \
+                dx[r] = scales2(x[0].d, x[1].d);                                                                    \
+            }                                                                                                       \
+            for (int c = 0; c < C; c++) {                                                                           \
+                const kt_block_q8_0 *y = (const kt_block_q8_0 *)yp[c] + i;                                          \
+                const __m512i yv = load2x256(y[0].qs, y[1].qs);                                                     \
+                const __m512i off =                                                                                 \
+                    _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, yv)); \
+                const __m512 dy = scales2(y[0].d, y[1].d);                                                          \
+                for (int r = 0; r < R; r++) {                                                                       \
+                    const __m512i p = _mm512_dpbusd_epi32(off, u[r], yv);                                           \
+                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dx[r], dy), acc[r][c]);        \
+                }                                                                                                   \
+            }                                                                                                       \
+        }                                                                                                           \
+        for (int c = 0; c < C; c++)                                                                                 \
+            for (int r = 0; r < R; r++) {                                                                           \
+                float sum = _mm512_reduce_add_ps(acc[r][c]);                                                        \
+                if (i < nb) {                                                                                       \
+                    const WBLOCK *x = (const WBLOCK *)(w + (size_t)r * ws) + i;                                     \
+                    const kt_block_q8_0 *y = (const kt_block_q8_0 *)yp[c] + i;                                      \
+                    sum += (float)TAIL(x, y) * (h2f(x->d) * h2f(y->d));                                             \
+                }                                                                                                   \
+                out[c][r] = sum;                                                                                    \
+            }                                                                                                       \
+    }
+
+LEGACY_TILE(tile_q4_0, kt_block_q4_0, q4_0_weights, 8, tail_dot_q4_0)
+LEGACY_TILE(tile_q8_0, kt_block_q8_0, q8_0_weights, 0x80, tail_dot_q8_0)
+
+/* One instance per (R, C) so the accumulators stay in registers. */
+#define DISPATCH(TILE)                                                                                              \
+    switch ((nr - 1) * KT_GEMM_COLS + (nc - 1)) {                                                                   \
+    case 0: TILE(K, w, ws, y, out, 1, 1); break;                                                                    \
+    case 1: TILE(K, w, ws, y, out, 1, 2); break;                                                                    \
+    case 2: TILE(K, w, ws, y, out, 1, 3); break;                                                                    \
+    case 3: TILE(K, w, ws, y, out, 1, 4); break;                                                                    \
+    case 4: TILE(K, w, ws, y, out, 2, 1); break;                                                                    \
+    case 5: TILE(K, w, ws, y, out, 2, 2); break;                                                                    \
+    case 6: TILE(K, w, ws, y, out, 2, 3); break;                                                                    \
+    case 7: TILE(K, w, ws, y, out, 2, 4); break;                                                                    \
+    case 8: TILE(K, w, ws, y, out, 3, 1); break;                                                                    \
+    case 9: TILE(K, w, ws, y, out, 3, 2); break;                                                                    \
+    case 10: TILE(K, w, ws, y, out, 3, 3); break;                                                                   \
+    case 11: TILE(K, w, ws, y, out, 3, 4); break;                                                                   \
+    case 12: TILE(K, w, ws, y, out, 4, 1); break;                                                                   \
+    case 13: TILE(K, w, ws, y, out, 4, 2); break;                                                                   \
+    case 14: TILE(K, w, ws, y, out, 4, 3); break;                                                                   \
+    default: TILE(K, w, ws, y, out, 4, 4); break;                                                                   \
+    }
+
+_Static_assert(KT_GEMM_ROWS == 4 && KT_GEMM_COLS == 4, "DISPATCH lists every (R, C)");
+
+void kt_gemm_q4_0_q8_0_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
+                              int nc) {
+    DISPATCH(tile_q4_0)
+}
+
+void kt_gemm_q8_0_q8_0_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
+                              int nc) {
+    DISPATCH(tile_q8_0)
+}
+
+/* ------------------------------------------------------------------ K-quants */
+
+/* Both K-quant kernels sum each super-block in int32 lanes exactly as
+ * vec_dot_avx512.c does (same lanes: int32 lane m covers bytes 4m..4m+3 of a
+ * 64-element step), with the sub-block scale applied by vpdpwssd on the int16
+ * pair sums of vpmaddubsw (no saturation: 2 * 63 * 128 < 2^15) instead of
+ * vpmaddwd/vpmulld: the same integers. Fewer columns per pass than the legacy
+ * kernels: each (row, column) keeps an int32 and a float accumulator. */
+#define KQ_ROWS 4
+#define KQ_COLS 2
+
+INLINE void tile_q4_K(int64_t K, const uint8_t *w, size_t ws, const void *const *yp, float *const *out, const int R,
+                      const int C) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m512 acc[KQ_ROWS][KQ_COLS];
+    __m128 accm[KQ_ROWS][KQ_COLS];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps(), accm[r][c] = _mm_setzero_ps();
+    for (int64_t i = 0; i < K / KT_QK_K; i++) {
+        __m512i scales[KQ_ROWS], sumi[KQ_ROWS][KQ_COLS];
+        __m128i mins[KQ_ROWS], pair[KQ_COLS];
+        __m512 dx[KQ_ROWS], mx[KQ_ROWS], dy[KQ_COLS];
+        for (int r = 0; r < R; r++) {
+            const kt_block_q4_K *x = (const kt_block_q4_K *)(w + (size_t)r * ws) + i;
+            uint32_t o[4];
+            kt_k4_unpack_words(x->scales, o);
+            const __m256i sm = _mm256_cvtepu8_epi16(_mm_set_epi32((int)o[3], (int)o[2], (int)o[1], (int)o[0]));
+            mins[r] = _mm256_extracti128_si256(sm, 1);
+            scales[r] = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sm));
+            dx[r] = _mm512_set1_ps(h2f(x->d));
+            mx[r] = _mm512_set1_ps(h2f(x->dmin));
+        }
+        for (int c = 0; c < C; c++) {
+            const kt_block_q8_K *y = (const kt_block_q8_K *)yp[c] + i;
+            const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+            pair[c] = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+            dy[c] = _mm512_set1_ps(y->d);
+            for (int r = 0; r < R; r++) sumi[r][c] = _mm512_setzero_si512();
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))),
+                                                   _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))), 1);
+            __m512i yv[KQ_COLS];
+            for (int c = 0; c < C; c++)
+                yv[c] = _mm512_loadu_si512((const void *)(((const kt_block_q8_K *)yp[c] + i)->qs + 64 * j));
+            for (int r = 0; r < R; r++) {
+                const kt_block_q4_K *x = (const kt_block_q4_K *)(w + (size_t)r * ws) + i;
+                const __m256i qb = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
+                const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(qb, m4)),
+                                                     _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4), 1);
+                const __m512i s = _mm512_shuffle_epi8(scales[r], sel);
+                for (int c = 0; c < C; c++)
+                    sumi[r][c] = _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(q, yv[c]), s);
+            }
+        }
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) {
+                const __m128i mprod = _mm_madd_epi16(mins[r], pair[c]);
+                accm[r][c] = _mm_fmadd_ps(_mm512_castps512_ps128(_mm512_mul_ps(mx[r], dy[c])), _mm_cvtepi32_ps(mprod),
+                                          accm[r][c]);
+                acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(dx[r], dy[c]), _mm512_cvtepi32_ps(sumi[r][c]), acc[r][c]);
+            }
+    }
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++) {
+            __m128 m = accm[r][c];
+            m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+            m = _mm_add_ss(m, _mm_movehdup_ps(m));
+            out[c][r] = _mm512_reduce_add_ps(acc[r][c]) - _mm_cvtss_f32(m);
+        }
+}
+
+/* Scales of sub-blocks s0..s0+3 as int16, each over 16 elements (8 int16 pair sums). */
+INLINE __m512i q6_K_scales16(const int8_t *sc) {
+    int32_t s4;
+    memcpy(&s4, sc, 4);
+    const __m128i v = _mm_cvtsi32_si128(s4);
+    const __m128i lo = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+    const __m128i hi = _mm_shuffle_epi8(v, _mm_setr_epi8(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    return _mm512_cvtepi8_epi16(_mm256_set_m128i(hi, lo));
+}
+
+INLINE void tile_q6_K(int64_t K, const uint8_t *w, size_t ws, const void *const *yp, float *const *out, const int R,
+                      const int C) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
+    __m512 acc[KQ_ROWS][KQ_COLS];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < K / KT_QK_K; i++) {
+        __m512i sumi[KQ_ROWS][KQ_COLS];
+        __m512 dy[KQ_COLS];
+        for (int c = 0; c < C; c++) {
+            const kt_block_q8_K *y = (const kt_block_q8_K *)yp[c] + i;
+            const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+            dy[c] = _mm512_set1_ps(y->d);
+            for (int r = 0; r < R; r++) {
+                const kt_block_q6_K *x = (const kt_block_q6_K *)(w + (size_t)r * ws) + i;
+                /* quants are stored +32: start from -32 * scale * bsum per sub-block */
+                const __m256i off = _mm256_slli_epi32(
+                    _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales)), bs), 5);
+                sumi[r][c] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(off));
+            }
+        }
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m512i ya[KQ_COLS], yb[KQ_COLS];
+            for (int c = 0; c < C; c++) {
+                const kt_block_q8_K *y = (const kt_block_q8_K *)yp[c] + i;
+                ya[c] = _mm512_loadu_si512((const void *)(y->qs + 128 * h));
+                yb[c] = _mm512_loadu_si512((const void *)(y->qs + 128 * h + 64));
+            }
+            for (int r = 0; r < R; r++) {
+                const kt_block_q6_K *x = (const kt_block_q6_K *)(w + (size_t)r * ws) + i;
+                const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
+                const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+                const __m256i q0 =
+                    _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+                const __m256i q1 = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+                const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+                const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+                const __m512i qa = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+                const __m512i qb = _mm512_inserti64x4(_mm512_castsi256_si512(q2), q3, 1);
+                const __m512i sa = q6_K_scales16(x->scales + 8 * h), sb = q6_K_scales16(x->scales + 8 * h + 4);
+                for (int c = 0; c < C; c++) {
+                    sumi[r][c] = _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(qa, ya[c]), sa);
+                    sumi[r][c] = _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(qb, yb[c]), sb);
+                }
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            const __m512 dx = _mm512_set1_ps(h2f(((const kt_block_q6_K *)(w + (size_t)r * ws) + i)->d));
+            for (int c = 0; c < C; c++)
+                acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(dx, dy[c]), _mm512_cvtepi32_ps(sumi[r][c]), acc[r][c]);
+        }
+    }
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++) out[c][r] = _mm512_reduce_add_ps(acc[r][c]);
+}
+
+/* (nr, nc) up to 4 x 4 in tiles of at most KQ_ROWS x KQ_COLS. */
+#define DISPATCH_KQ(TILE)                                                                                           \
+    for (int c0 = 0; c0 < nc; c0 += KQ_COLS) {                                                                      \
+        const int cc = nc - c0 < KQ_COLS ? nc - c0 : KQ_COLS;                                                       \
+        switch ((nr - 1) * KQ_COLS + (cc - 1)) {                                                                    \
+        case 0: TILE(K, w, ws, y + c0, out + c0, 1, 1); break;                                                      \
+        case 1: TILE(K, w, ws, y + c0, out + c0, 1, 2); break;                                                      \
+        case 2: TILE(K, w, ws, y + c0, out + c0, 2, 1); break;                                                      \
+        case 3: TILE(K, w, ws, y + c0, out + c0, 2, 2); break;                                                      \
+        case 4: TILE(K, w, ws, y + c0, out + c0, 3, 1); break;                                                      \
+        case 5: TILE(K, w, ws, y + c0, out + c0, 3, 2); break;                                                      \
+        case 6: TILE(K, w, ws, y + c0, out + c0, 4, 1); break;                                                      \
+        default: TILE(K, w, ws, y + c0, out + c0, 4, 2); break;                                                     \
+        }                                                                                                           \
+    }
+
+_Static_assert(KQ_ROWS == KT_GEMM_ROWS && KQ_COLS == 2, "DISPATCH_KQ lists every (R, C)");
+
+void kt_gemm_q4_K_q8_K_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
+                              int nc) {
+    DISPATCH_KQ(tile_q4_K)
+}
+
+void kt_gemm_q6_K_q8_K_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
+                              int nc) {
+    DISPATCH_KQ(tile_q6_K)
+}
+
+/* ------------------------------------------------------------------ F16 */
+
+/* vec_dot's four float accumulators per output (elements 16k..16k+15 of each
+ * 64), its 16-element steps into the first, its reduction and scalar tail, per
+ * (row, column): 4 x 2 x 3 accumulators fill 24 of the 32 registers. */
+#define F16_ROWS 2
+#define F16_COLS 3
+
+INLINE void tile_f16(int64_t K, const uint8_t *w, size_t ws, const void *const *yp, float *const *out, const int R,
+                     const int C) {
+    __m512 acc[F16_ROWS][F16_COLS][4];
+    const kt_fp16_t *x[F16_ROWS], *y[F16_COLS];
+    for (int r = 0; r < R; r++) x[r] = (const kt_fp16_t *)(w + (size_t)r * ws);
+    for (int c = 0; c < C; c++) y[c] = yp[c];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++)
+            for (int k = 0; k < 4; k++) acc[r][c][k] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= K; i += 64) {
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            __m512 xv[F16_ROWS];
+            for (int r = 0; r < R; r++) xv[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x[r] + i + 16 * k)));
+            for (int c = 0; c < C; c++) {
+                const __m512 yv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y[c] + i + 16 * k)));
+                for (int r = 0; r < R; r++) acc[r][c][k] = _mm512_fmadd_ps(xv[r], yv, acc[r][c][k]);
+            }
+        }
+    }
+    for (; i + 16 <= K; i += 16)
+        for (int c = 0; c < C; c++) {
+            const __m512 yv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y[c] + i)));
+            for (int r = 0; r < R; r++)
+                acc[r][c][0] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x[r] + i))), yv,
+                                               acc[r][c][0]);
+        }
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++) {
+            float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[r][c][0], acc[r][c][1]),
+                                                           _mm512_add_ps(acc[r][c][2], acc[r][c][3])));
+            for (int64_t t = i; t < K; t++) sum += h2f(x[r][t]) * h2f(y[c][t]);
+            out[c][r] = sum;
+        }
+}
+
+void kt_gemm_f16_f16_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
+                            int nc) {
+    for (int r0 = 0; r0 < nr; r0 += F16_ROWS) {
+        const int rr = nr - r0 < F16_ROWS ? nr - r0 : F16_ROWS;
+        float *o[KT_GEMM_COLS];
+        for (int c = 0; c < nc; c++) o[c] = out[c] + r0;
+        const uint8_t *wr = (const uint8_t *)w + (size_t)r0 * ws;
+        for (int c0 = 0; c0 < nc; c0 += F16_COLS) {
+            const int cc = nc - c0 < F16_COLS ? nc - c0 : F16_COLS;
+            switch ((rr - 1) * F16_COLS + (cc - 1)) {
+            case 0: tile_f16(K, wr, ws, y + c0, o + c0, 1, 1); break;
+            case 1: tile_f16(K, wr, ws, y + c0, o + c0, 1, 2); break;
+            case 2: tile_f16(K, wr, ws, y + c0, o + c0, 1, 3); break;
+            case 3: tile_f16(K, wr, ws, y + c0, o + c0, 2, 1); break;
+            case 4: tile_f16(K, wr, ws, y + c0, o + c0, 2, 2); break;
+            default: tile_f16(K, wr, ws, y + c0, o + c0, 2, 3); break;
+            }
+        }
+    }
+}

@@ -1,0 +1,183 @@
+/*
+ * test_gemm.c - the block mul_mat kernels (cpu/gemm.h) and mul_mat through
+ * them: every output element must equal, bit for bit, one call of the dot
+ * kernel the engine uses (kt_cpu_vec_dot) on the reference quantizer's
+ * activation bytes, for odd shapes, broadcast over dims 2/3, non-contiguous
+ * activations and 1, 2, 4 threads; and stay within the activation format's
+ * error of a double-precision product of the dequantized weights.
+ * Types without a block kernel on this CPU still run the mul_mat checks.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu.h"
+#include "cpu/gemm.h"
+#include "kt-cpu.h"
+#include "kt.h"
+#include "testutil.h"
+
+static const enum kt_type types[] = {KT_TYPE_Q4_0, KT_TYPE_Q8_0, KT_TYPE_Q4_K, KT_TYPE_Q6_K, KT_TYPE_F16};
+
+static float gauss(uint64_t *s) {
+    double u1 = ((tu_rand_u64(s) >> 11) + 1) * 0x1p-53, u2 = (tu_rand_u64(s) >> 11) * 0x1p-53;
+    return (float)(sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+/* Weight rows: quantized Gaussian data, or (raw, legacy types) random quant
+ * bytes with a sane scale so every bit pattern is seen (-128 in Q8_0, ...). */
+static void make_rows(enum kt_type t, void *q, int64_t K, int64_t rows, bool raw, uint64_t *s) {
+    const size_t rs = kt_row_size(t, K);
+    float *x = malloc((size_t)K * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t k = 0; k < K; k++) x[k] = gauss(s) * (k % 64 < 32 ? 1.0f : 0.1f);
+        kt_get_type_traits(t)->from_float_ref(x, (uint8_t *)q + (size_t)r * rs, K);
+    }
+    free(x);
+    if (!raw || (t != KT_TYPE_Q4_0 && t != KT_TYPE_Q8_0)) return;
+    const size_t bs = kt_get_type_traits(t)->type_size, nb = rs * (size_t)rows / bs;
+    for (size_t b = 0; b < nb; b++) {
+        uint8_t *blk = (uint8_t *)q + b * bs;
+        for (size_t k = 2; k < bs; k++) blk[k] = (uint8_t)tu_rand_u64(s);
+        const kt_fp16_t d = kt_fp32_to_fp16(0.001f + 0.01f * (float)(tu_rand_u64(s) % 100));
+        memcpy(blk, &d, sizeof d);
+    }
+}
+
+/* The kernel itself: every (nr, nc) block against single dots, bit for bit. */
+static void test_kernel(enum kt_type t, kt_gemm_fn gemm, int64_t K, bool raw, uint64_t *s) {
+    const enum kt_type vdt = kt_get_type_traits(t)->vec_dot_type;
+    const size_t rs = kt_row_size(t, K), ys = kt_row_size(vdt, K);
+    uint8_t *w = malloc(rs * KT_GEMM_ROWS), *y = malloc(ys * KT_GEMM_COLS);
+    float *x = malloc((size_t)K * sizeof(float));
+    make_rows(t, w, K, KT_GEMM_ROWS, raw, s);
+    for (int c = 0; c < KT_GEMM_COLS; c++) {
+        for (int64_t k = 0; k < K; k++) x[k] = gauss(s);
+        kt_get_type_traits(vdt)->from_float_ref(x, y + (size_t)c * ys, K);
+    }
+    const kt_vec_dot_fn dot = kt_cpu_vec_dot(t);
+    for (int nr = 1; nr <= KT_GEMM_ROWS; nr++)
+        for (int nc = 1; nc <= KT_GEMM_COLS; nc++) {
+            float got[KT_GEMM_COLS][KT_GEMM_ROWS];
+            float *out[KT_GEMM_COLS];
+            const void *yp[KT_GEMM_COLS];
+            for (int c = 0; c < KT_GEMM_COLS; c++) out[c] = got[c], yp[c] = y + (size_t)c * ys;
+            gemm(K, w, rs, yp, out, nr, nc);
+            int bad = 0;
+            for (int c = 0; c < nc; c++)
+                for (int r = 0; r < nr; r++) {
+                    float want;
+                    dot(K, &want, w + (size_t)r * rs, yp[c]);
+                    if (memcmp(&want, &got[c][r], sizeof want) != 0 && bad++ == 0)
+                        fprintf(stderr, "%s K=%lld %s block %dx%d (%d,%d): %.9g vs dot %.9g\n", kt_type_name(t),
+                                (long long)K, raw ? "raw" : "quantized", nr, nc, r, c, got[c][r], want);
+                }
+            CHECKF(bad == 0, "%s gemm K=%lld %dx%d: %d elements differ from vec_dot", kt_type_name(t), (long long)K,
+                   nr, nc, bad);
+        }
+    free(w), free(y), free(x);
+}
+
+/* mul_mat of weights [K, M, W2, W3] and activations [K, N, W2*R2, W3*R3]: made
+ * contiguous, or as a permuted view (rows not adjacent), or transposed (strided elements). */
+enum act_layout { ACT_CONTIG, ACT_PERMUTED, ACT_TRANSPOSED };
+
+static void test_mul_mat(enum kt_type t, int64_t K, int64_t M, int64_t N, int64_t W2, int64_t R2, int64_t W3,
+                         int64_t R3, enum act_layout layout, uint64_t *s) {
+    const int64_t B2 = W2 * R2, B3 = W3 * R3;
+    const enum kt_type vdt = kt_get_type_traits(t)->vec_dot_type;
+    struct kt_context *ctx = kt_init((struct kt_init_params){
+        .mem_size = kt_row_size(t, K) * (size_t)(M * W2 * W3) + (size_t)(K * N * B2 * B3 + M * N * B2 * B3) * 4 * 4 +
+                    (size_t)(N * B2 * B3) * kt_row_size(vdt, K) * 2 + (1u << 20)});
+    struct kt_tensor *a = kt_new_tensor_4d(ctx, t, K, M, W2, W3);
+    make_rows(t, a->data, K, M * W2 * W3, false, s);
+    struct kt_tensor *b;
+    if (layout == ACT_PERMUTED)
+        b = kt_permute(ctx, kt_new_tensor_4d(ctx, KT_TYPE_F32, K, B2, N, B3), 0, 2, 1, 3);
+    else if (layout == ACT_TRANSPOSED && B2 * B3 == 1)
+        b = kt_transpose(ctx, kt_new_tensor_2d(ctx, KT_TYPE_F32, N, K));
+    else
+        b = kt_new_tensor_4d(ctx, KT_TYPE_F32, K, N, B2, B3);
+    {
+        struct kt_tensor *base = b->view_src ? b->view_src : b;
+        float *bd = base->data;
+        for (int64_t i = 0; i < kt_nelements(base); i++) bd[i] = gauss(s);
+    }
+    struct kt_tensor *d = kt_mul_mat(ctx, a, b);
+    struct kt_cgraph *gf = kt_new_graph(ctx);
+    kt_build_forward_expand(gf, d);
+    const int64_t nout = M * N * B2 * B3;
+    float *first = malloc((size_t)nout * sizeof(float)), *want = malloc((size_t)nout * sizeof(float));
+    float *wantd = malloc((size_t)nout * sizeof(float));
+    static const int threads[] = {1, 2, 4};
+    for (size_t ti = 0; ti < 3; ti++) {
+        CHECK(kt_graph_compute_with_ctx(ctx, gf, threads[ti]) == KT_STATUS_SUCCESS);
+        if (ti == 0)
+            memcpy(first, d->data, (size_t)nout * sizeof(float));
+        else
+            CHECKF(memcmp(first, d->data, (size_t)nout * sizeof(float)) == 0, "%s: %d threads differ from 1",
+                   kt_type_name(t), threads[ti]);
+    }
+    /* references: one dot per element on the reference quantizer's bytes, and doubles */
+    const kt_vec_dot_fn dot = kt_cpu_vec_dot(t);
+    float *col = malloc((size_t)K * sizeof(float)), *wrow = malloc((size_t)K * sizeof(float));
+    uint8_t *qcol = malloc(kt_row_size(vdt, K));
+    for (int64_t i3 = 0; i3 < B3; i3++)
+        for (int64_t i2 = 0; i2 < B2; i2++)
+            for (int64_t i1 = 0; i1 < N; i1++) {
+                for (int64_t k = 0; k < K; k++)
+                    col[k] = *(const float *)((const uint8_t *)b->data + k * b->nb[0] + i1 * b->nb[1] +
+                                              i2 * b->nb[2] + i3 * b->nb[3]);
+                kt_get_type_traits(vdt)->from_float_ref(col, qcol, K);
+                for (int64_t r = 0; r < M; r++) {
+                    const uint8_t *arow = (const uint8_t *)a->data + r * a->nb[1] + (i2 / R2) * a->nb[2] +
+                                          (i3 / R3) * a->nb[3];
+                    const int64_t o = ((i3 * B2 + i2) * N + i1) * M + r;
+                    dot(K, &want[o], arow, qcol);
+                    kt_get_type_traits(t)->to_float(arow, wrow, K);
+                    double acc = 0;
+                    for (int64_t k = 0; k < K; k++) acc += (double)wrow[k] * col[k];
+                    wantd[o] = (float)acc;
+                }
+            }
+    int64_t bad = 0;
+    for (int64_t o = 0; o < nout; o++) bad += memcmp(&first[o], &want[o], sizeof(float)) != 0;
+    CHECKF(bad == 0, "%s K=%lld M=%lld N=%lld bcast %lldx%lld layout %d: %lld of %lld elements differ from vec_dot",
+           kt_type_name(t), (long long)K, (long long)M, (long long)N, (long long)R2, (long long)R3, (int)layout,
+           (long long)bad, (long long)nout);
+    /* activation rounding: 8-bit formats ~1e-4 relative squared error, F16 ~1e-7 */
+    const double tol = vdt == KT_TYPE_F16 ? 1e-6 : 1e-3, e = tu_nmse(first, wantd, nout);
+    CHECKF(e < tol, "%s K=%lld N=%lld: nmse %g vs double reference (tolerance %g)", kt_type_name(t), (long long)K,
+           (long long)N, e, tol);
+    free(first), free(want), free(wantd), free(col), free(wrow), free(qcol);
+    kt_free(ctx);
+}
+
+int main(void) {
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const enum kt_type t = types[i];
+        const int64_t qk = kt_blck_size(kt_get_type_traits(t)->vec_dot_type) > 32 ? 256 : 32;
+        const kt_gemm_fn gemm = kt_cpu_gemm(t);
+        if (!gemm) {
+            printf("%s: no block kernel on this CPU, mul_mat checks only\n", kt_type_name(t));
+        } else {
+            static const int64_t kb[] = {1, 2, 3, 8, 37};
+            for (size_t j = 0; j < sizeof kb / sizeof kb[0]; j++) {
+                test_kernel(t, gemm, kb[j] * qk, false, &s);
+                test_kernel(t, gemm, kb[j] * qk, true, &s);
+                if (t == KT_TYPE_F16) test_kernel(t, gemm, kb[j] * qk + 7, false, &s); /* scalar tail */
+            }
+        }
+        const int64_t K1 = qk == 256 ? 512 : 96, K2 = qk == 256 ? 768 : 160;
+        for (int64_t N = 1; N <= 70; N += N < 10 ? 1 : 13)
+            test_mul_mat(t, N % 2 ? K1 : K2, 67, N, 1, 1, 1, 1, ACT_CONTIG, &s);
+        test_mul_mat(t, K1, 133, 70, 1, 1, 1, 1, ACT_CONTIG, &s);  /* several tiles each way */
+        test_mul_mat(t, K2, 9, 11, 2, 3, 1, 1, ACT_CONTIG, &s);    /* GQA-like broadcast over dim 2 */
+        test_mul_mat(t, K1, 6, 5, 2, 2, 2, 2, ACT_CONTIG, &s);     /* broadcast over dims 2 and 3 */
+        test_mul_mat(t, K1, 13, 7, 2, 2, 1, 1, ACT_PERMUTED, &s);  /* activation rows not adjacent */
+        test_mul_mat(t, K2, 10, 9, 1, 1, 1, 1, ACT_TRANSPOSED, &s); /* strided activation elements */
+        if (t == KT_TYPE_F16) test_mul_mat(t, 101, 7, 6, 1, 1, 1, 1, ACT_CONTIG, &s); /* K % 16 != 0 */
+    }
+    return tu_finish("test_gemm");
+}
