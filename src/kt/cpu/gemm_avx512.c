@@ -16,6 +16,9 @@
 #include "quant.h"
 
 #define INLINE static inline __attribute__((always_inline))
+/* Loops over the tile's rows and columns must unroll completely (-O2 does not
+ * by itself) so that the accumulator arrays live in registers. */
+#define UNROLL _Pragma("GCC unroll 8")
 
 static inline float h2f(kt_fp16_t h) { return _cvtsh_ss(h); }
 
@@ -66,30 +69,37 @@ INLINE int32_t tail_dot_q8_0(const kt_block_q8_0 *x, const kt_block_q8_0 *y) {
         const int64_t nb = K / 32;                                                                                  \
         const __m512i bias = _mm512_set1_epi8((char)(BIAS));                                                        \
         __m512 acc[KT_GEMM_ROWS][KT_GEMM_COLS];                                                                     \
+        UNROLL \
         for (int r = 0; r < R; r++)                                                                                 \
+            UNROLL \
             for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();                                            \
         int64_t i = 0;                                                                                              \
         for (; i + 2 <= nb; i += 2) {                                                                               \
             __m512i u[KT_GEMM_ROWS];                                                                                \
             __m512 dx[KT_GEMM_ROWS];                                                                                \
+            UNROLL \
             for (int r = 0; r < R; r++) {                                                                           \
                 const WBLOCK *x = (const WBLOCK *)(w + (size_t)r * ws) + i;                                         \
                 u[r] = WEIGHTS(x);                                                                                  \
                 dx[r] = scales2(x[0].d, x[1].d);                                                                    \
             }                                                                                                       \
+            UNROLL \
             for (int c = 0; c < C; c++) {                                                                           \
                 const kt_block_q8_0 *y = (const kt_block_q8_0 *)yp[c] + i;                                          \
                 const __m512i yv = load2x256(y[0].qs, y[1].qs);                                                     \
                 const __m512i off =                                                                                 \
                     _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, yv)); \
                 const __m512 dy = scales2(y[0].d, y[1].d);                                                          \
+                UNROLL \
                 for (int r = 0; r < R; r++) {                                                                       \
                     const __m512i p = _mm512_dpbusd_epi32(off, u[r], yv);                                           \
                     acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dx[r], dy), acc[r][c]);        \
                 }                                                                                                   \
             }                                                                                                       \
         }                                                                                                           \
+        UNROLL \
         for (int c = 0; c < C; c++)                                                                                 \
+            UNROLL \
             for (int r = 0; r < R; r++) {                                                                           \
                 float sum = _mm512_reduce_add_ps(acc[r][c]);                                                        \
                 if (i < nb) {                                                                                       \
@@ -153,12 +163,15 @@ INLINE void tile_q4_K(int64_t K, const uint8_t *w, size_t ws, const void *const 
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m512 acc[KQ_ROWS][KQ_COLS];
     __m128 accm[KQ_ROWS][KQ_COLS];
+    UNROLL
     for (int r = 0; r < R; r++)
+        UNROLL
         for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps(), accm[r][c] = _mm_setzero_ps();
     for (int64_t i = 0; i < K / KT_QK_K; i++) {
         __m512i scales[KQ_ROWS], sumi[KQ_ROWS][KQ_COLS];
         __m128i mins[KQ_ROWS], pair[KQ_COLS];
         __m512 dx[KQ_ROWS], mx[KQ_ROWS], dy[KQ_COLS];
+        UNROLL
         for (int r = 0; r < R; r++) {
             const kt_block_q4_K *x = (const kt_block_q4_K *)(w + (size_t)r * ws) + i;
             uint32_t o[4];
@@ -169,31 +182,38 @@ INLINE void tile_q4_K(int64_t K, const uint8_t *w, size_t ws, const void *const 
             dx[r] = _mm512_set1_ps(h2f(x->d));
             mx[r] = _mm512_set1_ps(h2f(x->dmin));
         }
+        UNROLL
         for (int c = 0; c < C; c++) {
             const kt_block_q8_K *y = (const kt_block_q8_K *)yp[c] + i;
             const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
             pair[c] = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
             dy[c] = _mm512_set1_ps(y->d);
+            UNROLL
             for (int r = 0; r < R; r++) sumi[r][c] = _mm512_setzero_si512();
         }
-#pragma GCC unroll 4
+        UNROLL
         for (int j = 0; j < 4; j++) {
             const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))),
                                                    _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))), 1);
             __m512i yv[KQ_COLS];
+            UNROLL
             for (int c = 0; c < C; c++)
                 yv[c] = _mm512_loadu_si512((const void *)(((const kt_block_q8_K *)yp[c] + i)->qs + 64 * j));
+            UNROLL
             for (int r = 0; r < R; r++) {
                 const kt_block_q4_K *x = (const kt_block_q4_K *)(w + (size_t)r * ws) + i;
                 const __m256i qb = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
                 const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(qb, m4)),
                                                      _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4), 1);
                 const __m512i s = _mm512_shuffle_epi8(scales[r], sel);
+                UNROLL
                 for (int c = 0; c < C; c++)
                     sumi[r][c] = _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(q, yv[c]), s);
             }
         }
+        UNROLL
         for (int r = 0; r < R; r++)
+            UNROLL
             for (int c = 0; c < C; c++) {
                 const __m128i mprod = _mm_madd_epi16(mins[r], pair[c]);
                 accm[r][c] = _mm_fmadd_ps(_mm512_castps512_ps128(_mm512_mul_ps(mx[r], dy[c])), _mm_cvtepi32_ps(mprod),
@@ -201,7 +221,9 @@ INLINE void tile_q4_K(int64_t K, const uint8_t *w, size_t ws, const void *const 
                 acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(dx[r], dy[c]), _mm512_cvtepi32_ps(sumi[r][c]), acc[r][c]);
             }
     }
+    UNROLL
     for (int c = 0; c < C; c++)
+        UNROLL
         for (int r = 0; r < R; r++) {
             __m128 m = accm[r][c];
             m = _mm_add_ps(m, _mm_movehl_ps(m, m));
@@ -224,15 +246,19 @@ INLINE void tile_q6_K(int64_t K, const uint8_t *w, size_t ws, const void *const 
                       const int C) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
     __m512 acc[KQ_ROWS][KQ_COLS];
+    UNROLL
     for (int r = 0; r < R; r++)
+        UNROLL
         for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < K / KT_QK_K; i++) {
         __m512i sumi[KQ_ROWS][KQ_COLS];
         __m512 dy[KQ_COLS];
+        UNROLL
         for (int c = 0; c < C; c++) {
             const kt_block_q8_K *y = (const kt_block_q8_K *)yp[c] + i;
             const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
             dy[c] = _mm512_set1_ps(y->d);
+            UNROLL
             for (int r = 0; r < R; r++) {
                 const kt_block_q6_K *x = (const kt_block_q6_K *)(w + (size_t)r * ws) + i;
                 /* quants are stored +32: start from -32 * scale * bsum per sub-block */
@@ -241,14 +267,16 @@ INLINE void tile_q6_K(int64_t K, const uint8_t *w, size_t ws, const void *const 
                 sumi[r][c] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(off));
             }
         }
-#pragma GCC unroll 2
+        UNROLL
         for (int h = 0; h < 2; h++) {
             __m512i ya[KQ_COLS], yb[KQ_COLS];
+            UNROLL
             for (int c = 0; c < C; c++) {
                 const kt_block_q8_K *y = (const kt_block_q8_K *)yp[c] + i;
                 ya[c] = _mm512_loadu_si512((const void *)(y->qs + 128 * h));
                 yb[c] = _mm512_loadu_si512((const void *)(y->qs + 128 * h + 64));
             }
+            UNROLL
             for (int r = 0; r < R; r++) {
                 const kt_block_q6_K *x = (const kt_block_q6_K *)(w + (size_t)r * ws) + i;
                 const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
@@ -265,19 +293,24 @@ INLINE void tile_q6_K(int64_t K, const uint8_t *w, size_t ws, const void *const 
                 const __m512i qa = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
                 const __m512i qb = _mm512_inserti64x4(_mm512_castsi256_si512(q2), q3, 1);
                 const __m512i sa = q6_K_scales16(x->scales + 8 * h), sb = q6_K_scales16(x->scales + 8 * h + 4);
+                UNROLL
                 for (int c = 0; c < C; c++) {
                     sumi[r][c] = _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(qa, ya[c]), sa);
                     sumi[r][c] = _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(qb, yb[c]), sb);
                 }
             }
         }
+        UNROLL
         for (int r = 0; r < R; r++) {
             const __m512 dx = _mm512_set1_ps(h2f(((const kt_block_q6_K *)(w + (size_t)r * ws) + i)->d));
+            UNROLL
             for (int c = 0; c < C; c++)
                 acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(dx, dy[c]), _mm512_cvtepi32_ps(sumi[r][c]), acc[r][c]);
         }
     }
+    UNROLL
     for (int c = 0; c < C; c++)
+        UNROLL
         for (int r = 0; r < R; r++) out[c][r] = _mm512_reduce_add_ps(acc[r][c]);
 }
 
@@ -321,31 +354,43 @@ INLINE void tile_f16(int64_t K, const uint8_t *w, size_t ws, const void *const *
                      const int C) {
     __m512 acc[F16_ROWS][F16_COLS][4];
     const kt_fp16_t *x[F16_ROWS], *y[F16_COLS];
+    UNROLL
     for (int r = 0; r < R; r++) x[r] = (const kt_fp16_t *)(w + (size_t)r * ws);
+    UNROLL
     for (int c = 0; c < C; c++) y[c] = yp[c];
+    UNROLL
     for (int r = 0; r < R; r++)
+        UNROLL
         for (int c = 0; c < C; c++)
+            UNROLL
             for (int k = 0; k < 4; k++) acc[r][c][k] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 64 <= K; i += 64) {
-#pragma GCC unroll 4
+        UNROLL
         for (int k = 0; k < 4; k++) {
             __m512 xv[F16_ROWS];
+            UNROLL
             for (int r = 0; r < R; r++) xv[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x[r] + i + 16 * k)));
+            UNROLL
             for (int c = 0; c < C; c++) {
                 const __m512 yv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y[c] + i + 16 * k)));
+                UNROLL
                 for (int r = 0; r < R; r++) acc[r][c][k] = _mm512_fmadd_ps(xv[r], yv, acc[r][c][k]);
             }
         }
     }
     for (; i + 16 <= K; i += 16)
+        UNROLL
         for (int c = 0; c < C; c++) {
             const __m512 yv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y[c] + i)));
+            UNROLL
             for (int r = 0; r < R; r++)
                 acc[r][c][0] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x[r] + i))), yv,
                                                acc[r][c][0]);
         }
+    UNROLL
     for (int c = 0; c < C; c++)
+        UNROLL
         for (int r = 0; r < R; r++) {
             float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[r][c][0], acc[r][c][1]),
                                                            _mm512_add_ps(acc[r][c][2], acc[r][c][3])));
