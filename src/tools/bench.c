@@ -10,13 +10,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- memory read bandwidth: threads sum disjoint parts of a large buffer */
 
@@ -50,14 +43,14 @@ static double measure_bandwidth(int n_threads) {
         pthread_t th[64];
         struct bw_arg args[64];
         int nt = n_threads < 64 ? n_threads : 64;
-        double t0 = now_s();
+        double t0 = tool_now();
         for (int i = 0; i < nt; i++) {
             args[i] = (struct bw_arg){buf + n / nt * i, n / nt, 0};
             if (i > 0) pthread_create(&th[i], NULL, bw_worker, &args[i]);
         }
         bw_worker(&args[0]);
         for (int i = 1; i < nt; i++) pthread_join(th[i], NULL);
-        double dt = now_s() - t0;
+        double dt = tool_now() - t0;
         volatile uint64_t sink = 0;
         for (int i = 0; i < nt; i++) sink += args[i].sum;
         (void)sink;
@@ -153,9 +146,9 @@ int cmd_bench(int argc, char **argv) {
         int n = test == 0 ? n_prompt : n_gen;
         if (n == 0) continue;
         for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
-            double t0 = now_s();
+            double t0 = tool_now();
             bool ok = test == 0 ? run_pp(ma.ctx, &batch, toks, n) : run_tg(ma.ctx, &batch, toks, n);
-            double dt = now_s() - t0;
+            double dt = tool_now() - t0;
             if (!ok) {
                 fprintf(stderr, "kiln %s: decode failed: %s\n", cmd, kiln_context_error(ma.ctx));
                 goto done;

@@ -62,7 +62,13 @@ const char *model_args_help(void) {
 
 bool model_args_load(struct model_args *a, const char *cmd, uint32_t min_ctx) {
     char err[512];
-    a->model = kiln_model_load(a->model_path, kiln_model_default_params(), err, sizeof err);
+    struct tool_progress bar;
+    tool_progress_init(&bar, "loading");
+    struct kiln_model_params mp = kiln_model_default_params();
+    mp.progress = tool_progress_fn;
+    mp.progress_data = &bar;
+    a->model = kiln_model_load(a->model_path, mp, err, sizeof err);
+    tool_progress_done(&bar);
     if (!a->model) {
         fprintf(stderr, "kiln %s: %s\n", cmd, err);
         return false;

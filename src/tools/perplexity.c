@@ -78,6 +78,8 @@ int cmd_perplexity(int argc, char **argv) {
     const int first = n_ctx / 2;
     double nll = 0, nll2 = 0;
     long count = 0;
+    struct tool_progress bar;
+    tool_progress_init(&bar, "perplexity");
     for (int64_t k = 0; k < n_chunk; k++) {
         const int32_t *chunk = toks + k * n_ctx;
         kiln_kv_clear(ma.ctx);
@@ -96,9 +98,9 @@ int cmd_perplexity(int argc, char **argv) {
             nll2 += lp * lp;
             count++;
         }
-        if (!json) fprintf(stderr, "\r[%lld/%lld] ppl %.4f", (long long)k + 1, (long long)n_chunk, exp(nll / count));
+        tool_progress_update(&bar, (float)(k + 1) / (float)n_chunk);
     }
-    if (!json) fprintf(stderr, "\n");
+    tool_progress_done(&bar);
     double mean = nll / count, mean2 = nll2 / count;
     double ppl = exp(mean);
     double unc = count > 1 ? ppl * sqrt((mean2 - mean * mean) / (double)(count - 1)) : 0.0;

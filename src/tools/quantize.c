@@ -27,16 +27,10 @@ static void usage(FILE *f) {
 }
 
 struct ui {
-    bool verbose, tty, shown;
+    bool verbose;
     int n_requant;
-    double t0;
+    struct tool_progress bar;
 };
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void on_tensor(const struct kiln_quantize_tensor *t, void *data) {
     struct ui *ui = data;
@@ -50,18 +44,6 @@ static void on_tensor(const struct kiln_quantize_tensor *t, void *data) {
                 (long long)(t->n_dims > 1 ? t->ne[1] : 1), kt_type_name(t->from), kt_type_name(t->to));
 }
 
-/* A bar on a terminal once the work has taken more than a second. */
-static bool on_progress(float f, void *data) {
-    struct ui *ui = data;
-    if (ui->tty && (ui->shown || now() - ui->t0 > 1.0)) {
-        int w = (int)(f * 40.0f + 0.5f);
-        fprintf(stderr, "\rquantizing [%.*s%*s] %3d%%", w, "========================================", 40 - w, "",
-                (int)(f * 100.0f + 0.5f));
-        ui->shown = true;
-    }
-    return true;
-}
-
 static double mib(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 ? (double)st.st_size / (1024.0 * 1024.0) : 0.0;
@@ -73,7 +55,8 @@ int cmd_quantize(int argc, char **argv) {
     struct kiln_quantize_params p = kiln_quantize_default_params();
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     p.n_threads = ncpu > 0 ? (int)ncpu : 1;
-    struct ui ui = {.tty = isatty(2) != 0, .t0 = now()};
+    struct ui ui = {0};
+    tool_progress_init(&ui.bar, "quantizing");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -100,18 +83,18 @@ int cmd_quantize(int argc, char **argv) {
     if (!kiln_ftype_from_name(pos[2], &p.ftype)) return tool_usage_error(CMD, "unknown TYPE '%s'", pos[2]);
     p.on_tensor = on_tensor;
     p.on_tensor_data = &ui;
-    p.progress = on_progress;
-    p.progress_data = &ui;
+    p.progress = tool_progress_fn;
+    p.progress_data = &ui.bar;
 
     char err[512];
     bool ok = kiln_quantize_file(pos[0], pos[1], &p, err, sizeof err);
-    if (ui.shown) fputc('\n', stderr);
+    tool_progress_done(&ui.bar);
     if (!ok) {
         fprintf(stderr, "kiln quantize: %s\n", err);
         if (strstr(err, "already quantized")) fprintf(stderr, "kiln quantize: pass --allow-requantize to proceed\n");
         return EXIT_RUNTIME;
     }
     printf("%s: %.2f MiB -> %s: %.2f MiB as %s%s in %.1f s\n", pos[0], mib(pos[0]), pos[1], mib(pos[1]),
-           kiln_ftype_name(p.ftype), p.pure ? " (pure)" : "", now() - ui.t0);
+           kiln_ftype_name(p.ftype), p.pure ? " (pure)" : "", tool_now() - ui.bar.t0);
     return EXIT_OK;
 }

@@ -7,13 +7,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int cmd_run(int argc, char **argv) {
     const char *cmd = "run";
@@ -58,9 +51,9 @@ int cmd_run(int argc, char **argv) {
     struct kiln_sampler *smpl = gen_args_sampler(&ga, cmd);
     struct gen_out out = {0};
     if (!smpl) goto done;
-    double t0 = now_s();
+    double t0 = tool_now();
     if (!model_args_load(&ma, cmd, 0)) goto done;
-    double t_load = now_s() - t0;
+    double t_load = tool_now() - t0;
     const struct kiln_vocab *v = kiln_model_vocab(ma.model);
     const int64_t n_vocab = kiln_model_hparams(ma.model)->n_vocab;
     int64_t n = model_tokenize(cmd, v, text, kiln_vocab_add_bos(v), &ids);
@@ -76,13 +69,13 @@ int cmd_run(int argc, char **argv) {
     }
     batch = kiln_batch_init(512);
     if (!batch.capacity) goto done;
-    t0 = now_s();
+    t0 = tool_now();
     if (!decode_prompt(cmd, ma.ctx, &batch, ids, n, 0, false, NULL, n_vocab)) goto done;
-    double t_prompt = now_s() - t0;
+    double t_prompt = tool_now() - t0;
     for (int64_t i = 0; i < n; i++) kiln_sampler_accept(smpl, ids[i]); /* the prompt counts for penalties */
-    t0 = now_s();
+    t0 = tool_now();
     int64_t n_gen = generate(cmd, ma.ctx, v, smpl, (int32_t)n, ga.n_predict, json ? NULL : stdout, &out);
-    double t_gen = now_s() - t0;
+    double t_gen = tool_now() - t0;
     if (n_gen < 0) goto done;
     if (json) {
         size_t size = (size_t)out.n * 32 + 64;

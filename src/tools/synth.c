@@ -27,36 +27,14 @@ static void usage(FILE *f) {
                "exit: 0 ok, 1 runtime error (OUT is not written), 2 usage error\n");
 }
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-struct ui {
-    bool tty, shown;
-    double t0;
-};
-
-/* A bar on a terminal once the work has taken more than a second. */
-static bool on_progress(float f, void *data) {
-    struct ui *ui = data;
-    if (ui->tty && (ui->shown || now() - ui->t0 > 1.0)) {
-        int w = (int)(f * 40.0f + 0.5f);
-        fprintf(stderr, "\rsynth [%.*s%*s] %3d%%", w, "========================================", 40 - w, "",
-                (int)(f * 100.0f + 0.5f));
-        ui->shown = true;
-    }
-    return true;
-}
-
 int cmd_synth(int argc, char **argv) {
     struct kiln_synth_params p = kiln_synth_default_params();
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     p.n_threads = ncpu > 0 ? (int)ncpu : 1;
     p.preset = NULL;
     const char *out = NULL;
-    struct ui ui = {.tty = isatty(2) != 0, .t0 = now()};
+    struct tool_progress bar;
+    tool_progress_init(&bar, "synth");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -91,12 +69,12 @@ int cmd_synth(int argc, char **argv) {
     bool known = false;
     for (const char *const *n = kiln_synth_presets(); *n; n++) known |= !strcmp(*n, p.preset);
     if (!known) return tool_usage_error(CMD, "unknown preset '%s'", p.preset);
-    p.progress = on_progress;
-    p.progress_data = &ui;
+    p.progress = tool_progress_fn;
+    p.progress_data = &bar;
 
     char err[512];
     bool ok = kiln_synth(&p, out, err, sizeof err);
-    if (ui.shown) fputc('\n', stderr);
+    tool_progress_done(&bar);
     if (!ok) {
         fprintf(stderr, "kiln synth: %s\n", err);
         return EXIT_RUNTIME;
@@ -104,6 +82,6 @@ int cmd_synth(int argc, char **argv) {
     struct stat st;
     double mb = stat(out, &st) == 0 ? (double)st.st_size / (1024.0 * 1024.0) : 0.0;
     printf("%s: preset %s, %s, seed %llu: %.2f MiB in %.1f s\n", out, p.preset, kt_type_name(p.type),
-           (unsigned long long)p.seed, mb, now() - ui.t0);
+           (unsigned long long)p.seed, mb, tool_now() - bar.t0);
     return EXIT_OK;
 }

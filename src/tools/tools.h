@@ -38,6 +38,21 @@ const char *tool_arg_value(const char *cmd, int argc, char **argv, int *i);
 int tool_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Whole file into malloc'd NUL-terminated memory; NULL (with a message on stderr) on failure. */
 char *tool_read_file(const char *cmd, const char *path, size_t *len);
+/* Monotonic seconds. */
+double tool_now(void);
+
+/* A progress bar on stderr, shown only on a terminal and only after a second. */
+struct tool_progress {
+    const char *label;
+    bool tty, shown;
+    double t0;
+};
+void tool_progress_init(struct tool_progress *p, const char *label);
+void tool_progress_update(struct tool_progress *p, float fraction);
+void tool_progress_done(struct tool_progress *p); /* ends the bar's line if it was shown */
+/* kiln_progress_fn adapter: data is a struct tool_progress; never cancels */
+bool tool_progress_fn(float fraction, void *data);
+
 /* JSON string escaping to f (with the quotes). */
 void tool_json_str(FILE *f, const char *s, size_t len);
 
