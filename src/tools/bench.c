@@ -142,10 +142,15 @@ int cmd_bench(int argc, char **argv) {
     }
     struct result res[2];
     int n_res = 0;
+    struct tool_progress bar;
+    tool_progress_init(&bar, "bench");
+    const int n_runs = ((n_prompt > 0) + (n_gen > 0)) * (reps + 1);
+    int runs_done = 0;
     for (int test = 0; test < 2; test++) {
         int n = test == 0 ? n_prompt : n_gen;
         if (n == 0) continue;
         for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
+            tool_progress_update(&bar, (float)runs_done++ / (float)n_runs);
             double t0 = tool_now();
             bool ok = test == 0 ? run_pp(ma.ctx, &batch, toks, n) : run_tg(ma.ctx, &batch, toks, n);
             double dt = tool_now() - t0;
@@ -161,6 +166,7 @@ int cmd_bench(int argc, char **argv) {
         for (int r = 0; r < reps; r++) sq += (ts[r] - avg) * (ts[r] - avg);
         res[n_res++] = (struct result){test == 0 ? n : 0, test == 1 ? n : 0, avg, reps > 1 ? sqrt(sq / (reps - 1)) : 0};
     }
+    tool_progress_done(&bar);
     char desc[128];
     kiln_model_desc(ma.model, desc, sizeof desc);
     size_t msize = kiln_model_size(ma.model);
