@@ -16,59 +16,10 @@ struct sym {
     size_t off, n;
     int32_t id; /* token of the symbol's text, or -1 */
 };
-struct bigram {
-    int left, right;
-    int32_t rank;
-    size_t ln, rn; /* sizes when queued: a changed size means the pair is stale */
-};
-
-static bool before(const struct bigram *a, const struct bigram *b) {
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-struct heap {
-    struct bigram *p;
-    size_t n, cap;
-};
-
-static bool heap_push(struct heap *h, struct bigram b) {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        struct bigram *q = realloc(h->p, cap * sizeof *q);
-        if (!q) return false;
-        h->p = q;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!before(&b, &h->p[parent])) break;
-        h->p[i] = h->p[parent];
-        i = parent;
-    }
-    h->p[i] = b;
-    return true;
-}
-
-static struct bigram heap_pop(struct heap *h) {
-    struct bigram top = h->p[0], last = h->p[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && before(&h->p[c + 1], &h->p[c])) c++;
-        if (!before(&h->p[c], &last)) break;
-        h->p[i] = h->p[c];
-        i = c;
-    }
-    if (h->n) h->p[i] = last;
-    return top;
-}
-
 struct work {
     struct sym *s;
     size_t cap;
-    struct heap h;
+    struct kv_merge_heap h;
     struct kv_buf word;
 };
 
@@ -77,8 +28,8 @@ static bool add_bigram(const struct kiln_vocab *v, struct work *w, int l, int r)
     /* merges name tokens only (checked at load), so a symbol that is no token cannot merge */
     int32_t rank = kv_merge_rank(v, w->s[l].id, w->s[r].id);
     if (rank < 0) return true;
-    struct bigram b = {l, r, rank, w->s[l].n, w->s[r].n};
-    return heap_push(&w->h, b);
+    struct kv_merge m = {l, r, (double)rank, w->s[l].n, w->s[r].n};
+    return kv_merge_push(&w->h, m);
 }
 
 static bool emit_symbol(const struct kiln_vocab *v, const char *t, size_t n, int32_t id, struct kv_ids *out) {
@@ -122,7 +73,7 @@ static bool bpe_word(const struct kiln_vocab *v, struct work *w, const char *t, 
     for (int i = 1; i < n; i++)
         if (!add_bigram(v, w, i - 1, i)) return false;
     while (w->h.n) {
-        struct bigram b = heap_pop(&w->h);
+        struct kv_merge b = kv_merge_pop(&w->h);
         struct sym *L = &s[b.left], *R = &s[b.right];
         if (L->n != b.ln || R->n != b.rn || L->n == 0 || R->n == 0) continue;
         L->n += R->n;

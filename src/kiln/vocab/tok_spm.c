@@ -14,56 +14,6 @@ struct sym {
     int prev, next;
     size_t off, n;
 };
-struct bigram {
-    int left, right;
-    float score;
-    size_t size;
-};
-
-/* max-heap: higher score first, then the leftmost */
-static bool before(const struct bigram *a, const struct bigram *b) {
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-struct heap {
-    struct bigram *p;
-    size_t n, cap;
-};
-
-static bool heap_push(struct heap *h, struct bigram b) {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        struct bigram *q = realloc(h->p, cap * sizeof *q);
-        if (!q) return false;
-        h->p = q;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!before(&b, &h->p[parent])) break;
-        h->p[i] = h->p[parent];
-        i = parent;
-    }
-    h->p[i] = b;
-    return true;
-}
-
-static struct bigram heap_pop(struct heap *h) {
-    struct bigram top = h->p[0], last = h->p[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && before(&h->p[c + 1], &h->p[c])) c++;
-        if (!before(&h->p[c], &last)) break;
-        h->p[i] = h->p[c];
-        i = c;
-    }
-    if (h->n) h->p[i] = last;
-    return top;
-}
-
 int32_t kv_byte_token(const struct kiln_vocab *v, uint8_t b) {
     static const char hex[] = "0123456789ABCDEF";
     char buf[6] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
@@ -73,25 +23,27 @@ int32_t kv_byte_token(const struct kiln_vocab *v, uint8_t b) {
     return kv_find(v, &c, 1);
 }
 
-static bool try_add(const struct kiln_vocab *v, const char *text, const struct sym *s, int l, int r, struct heap *h) {
+static bool try_add(const struct kiln_vocab *v, const char *text, const struct sym *s, int l, int r,
+                    struct kv_merge_heap *h) {
     if (l < 0 || r < 0) return true;
     size_t size = s[l].n + s[r].n; /* adjacent symbols are adjacent bytes */
     int32_t id = kv_find(v, text + s[l].off, size);
     if (id < 0) return true;
-    struct bigram b = {l, r, v->tok[id].score, size};
-    return heap_push(h, b);
+    /* higher score first: the heap takes the lowest key */
+    struct kv_merge m = {l, r, -(double)v->tok[id].score, s[l].n, s[r].n};
+    return kv_merge_push(h, m);
 }
 
 /* Merge symbols s[lo..hi) (linked among themselves) and append their ids. */
-static bool merge_range(const struct kiln_vocab *v, const char *text, struct sym *s, int lo, int hi, struct heap *h,
-                        struct kv_ids *out) {
+static bool merge_range(const struct kiln_vocab *v, const char *text, struct sym *s, int lo, int hi,
+                        struct kv_merge_heap *h, struct kv_ids *out) {
     bool ok = true;
     h->n = 0;
     for (int i = lo + 1; ok && i < hi; i++) ok = try_add(v, text, s, i - 1, i, h);
     while (ok && h->n) {
-        struct bigram b = heap_pop(h);
+        struct kv_merge b = kv_merge_pop(h);
         struct sym *L = &s[b.left], *R = &s[b.right];
-        if (L->n == 0 || R->n == 0 || L->n + R->n != b.size) continue; /* stale */
+        if (L->n == 0 || R->n == 0 || L->n + R->n != b.ln + b.rn) continue; /* stale */
         L->n += R->n;
         R->n = 0;
         L->next = R->next;
@@ -123,7 +75,7 @@ bool kv_tokenize_spm(const struct kiln_vocab *v, const char *text, size_t len, s
      * and symbol array. */
     struct sym *s = NULL;
     size_t cap = 0;
-    struct heap h = {0};
+    struct kv_merge_heap h = {0};
     bool ok = true;
     int n = 0;
     for (size_t off = 0; ok && off < len;) {

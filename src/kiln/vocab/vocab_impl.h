@@ -62,6 +62,23 @@ struct kv_ids {
 };
 bool kv_ids_push(struct kv_ids *a, int32_t id);
 
+/* ---- candidate merges of adjacent symbols (merge_heap.c), drained lowest key
+ * first, ties to the leftmost: BPE keys by merge rank, SPM by minus the merged
+ * token's score (exact in a double either way). ln/rn are the symbols' sizes
+ * when queued, so the caller can tell a pair that has gone stale. */
+struct kv_merge {
+    int left, right;
+    double key;
+    size_t ln, rn;
+};
+struct kv_merge_heap {
+    struct kv_merge *p;
+    size_t n, cap;
+};
+bool kv_merge_push(struct kv_merge_heap *h, struct kv_merge m);
+/* h must not be empty */
+struct kv_merge kv_merge_pop(struct kv_merge_heap *h);
+
 /* ---- hash maps */
 /* text -> token id, keys are the vocab's own copies of the token texts */
 struct kv_textmap {
