@@ -5,22 +5,7 @@
 # ../shared/README.md documents, and --dump matches ggml's dequantized rows in
 # ../shared/reference/dequant bit for bit.
 set -uo pipefail
-kiln=${KILN_BIN:?KILN_BIN is not set}
-shared=${KILN_SHARED:-../shared}
-tmp=$(mktemp -d /tmp/kiln-test-info-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fails=0 passes=0
-check() { # check DESCRIPTION COMMAND...: the command must succeed
-  local what=$1; shift
-  if "$@"; then passes=$((passes + 1)); else echo "FAIL: $what" >&2; fails=$((fails + 1)); fi
-}
-exit_is() { # exit_is CODE COMMAND...: the command exits with CODE (stdout/stderr to $tmp/out, $tmp/err)
-  local want=$1; shift
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  [ "$rc" -eq "$want" ] || { echo "  exit $rc, want $want: $*" >&2; cat "$tmp/err" >&2; return 1; }
-}
-err_has() { grep -qF -- "$1" "$tmp/err" || { echo "  stderr lacks '$1':" >&2; cat "$tmp/err" >&2; return 1; }; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" info
 
 # usage errors: 2
 check "no -m" exit_is 2 "$kiln" info
@@ -115,5 +100,4 @@ for e in json.load(open(sys.argv[1]))["entries"]:
   check "dump unknown tensor message" err_has "no tensor named 'nope'"
 fi
 
-echo "test_info: $passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+tu_finish test_info

@@ -9,23 +9,8 @@
 # inputs, gives the same file as llama_model_quantize, and ggml's reader accepts
 # every output.
 set -uo pipefail
-kiln=${KILN_BIN:?KILN_BIN is not set}
-shared=${KILN_SHARED:-../shared}
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" quantize
 peer=${KILN_PEER:-/tmp/kiln-peer/peer}
-tmp=$(mktemp -d /tmp/kiln-test-quantize-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fails=0 passes=0
-check() { # check DESCRIPTION COMMAND...: the command must succeed
-  local what=$1; shift
-  if "$@"; then passes=$((passes + 1)); else echo "FAIL: $what" >&2; fails=$((fails + 1)); fi
-}
-exit_is() { # exit_is CODE COMMAND...: the command exits with CODE (stdout/stderr to $tmp/out, $tmp/err)
-  local want=$1; shift
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  [ "$rc" -eq "$want" ] || { echo "  exit $rc, want $want: $*" >&2; cat "$tmp/err" >&2; return 1; }
-}
-err_has() { grep -qF -- "$1" "$tmp/err" || { echo "  stderr lacks '$1':" >&2; cat "$tmp/err" >&2; return 1; }; }
 absent() { [ ! -e "$1" ] || { echo "  $1 exists" >&2; return 1; }; }
 
 check "synth input" exit_is 0 "$kiln" synth --preset tiny -o "$tmp/tiny.gguf"
@@ -115,5 +100,4 @@ else
   echo "SKIP the llama.cpp comparisons: $peer is absent"
 fi
 
-echo "test_quantize_cli: $passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+tu_finish test_quantize_cli

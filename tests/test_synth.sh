@@ -8,23 +8,8 @@
 # vocabulary tokenizes as in llama.cpp, a --vocab file's
 # tokenizer is taken over, and bad arguments exit 2.
 set -uo pipefail
-kiln=${KILN_BIN:?KILN_BIN is not set}
-shared=${KILN_SHARED:-../shared}
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" synth
 peer=${KILN_PEER:-/tmp/kiln-peer/peer}
-tmp=$(mktemp -d /tmp/kiln-test-synth-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fails=0 passes=0
-check() { # check DESCRIPTION COMMAND...: the command must succeed
-  local what=$1; shift
-  if "$@"; then passes=$((passes + 1)); else echo "FAIL: $what" >&2; fails=$((fails + 1)); fi
-}
-exit_is() { # exit_is CODE COMMAND...: the command exits with CODE (stdout/stderr to $tmp/out, $tmp/err)
-  local want=$1; shift
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  [ "$rc" -eq "$want" ] || { echo "  exit $rc, want $want: $*" >&2; cat "$tmp/err" >&2; return 1; }
-}
-err_has() { grep -qF -- "$1" "$tmp/err" || { echo "  stderr lacks '$1':" >&2; cat "$tmp/err" >&2; return 1; }; }
 differ() { ! cmp -s "$1" "$2"; }
 
 # usage errors: 2, naming the culprit
@@ -183,5 +168,4 @@ else
   echo "SKIP llama.cpp checks: $peer is absent"
 fi
 
-echo "test_synth: $passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+tu_finish test_synth

@@ -4,22 +4,8 @@
 # printed for texts of llama.cpp's vocab test data are the ids in its .out
 # files (one line per token, "id 'piece'"; --json {"tokens": [...]}).
 set -uo pipefail
-kiln=${KILN_BIN:?KILN_BIN is not set}
-shared=${KILN_SHARED:-../shared}
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" tokenize
 [ -d "$shared/vocab" ] || { echo "SKIP test_tokenize: $shared is absent"; exit 77; }
-tmp=$(mktemp -d /tmp/kiln-test-tokenize-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fails=0 passes=0
-check() { # check DESCRIPTION COMMAND...: the command must succeed
-  local what=$1; shift
-  if "$@"; then passes=$((passes + 1)); else echo "FAIL: $what" >&2; fails=$((fails + 1)); fi
-}
-exit_is() { # exit_is CODE COMMAND...: stdout/stderr to $tmp/out, $tmp/err
-  local want=$1; shift
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  [ "$rc" -eq "$want" ] || { echo "  exit $rc, want $want: $*" >&2; cat "$tmp/err" >&2; return 1; }
-}
 out_is() { # out_is EXPECTED: stdout equals EXPECTED exactly
   [ "$(cat "$tmp/out")" == "$1" ] || { echo "  stdout:" >&2; cat "$tmp/out" >&2; echo "  want: $1" >&2; return 1; }
 }
@@ -64,5 +50,4 @@ check "detokenize special text" out_is "<|begin_of_text|>Hello world"
 check "kjv model file" exit_is 0 "$kiln" tokenize -m "$shared/models/kjv-q4_0.gguf" -p "In the beginning God created the heaven and the earth." --json
 check "kjv ids" out_is '{"tokens": [1, 512, 278, 6763, 4177, 2825, 278, 18356, 322, 278, 8437, 29889]}'
 
-echo "test_tokenize: $passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+tu_finish test_tokenize
