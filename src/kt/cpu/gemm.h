@@ -27,31 +27,15 @@ typedef void (*kt_gemm_fn)(int64_t K, const void *w, size_t ws, const void *cons
 kt_gemm_fn kt_cpu_gemm(enum kt_type type);
 
 /* gemm_avx512.c (AVX-512 F/BW/VL + VNNI; twins of vec_dot_avx512.c) */
+void kt_gemm_q4_0_q8_0_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
+                              int nc);
+void kt_gemm_q8_0_q8_0_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
+                              int nc);
 void kt_gemm_q4_K_q8_K_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
                               int nc);
 void kt_gemm_q6_K_q8_K_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
                               int nc);
 void kt_gemm_f16_f16_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
                             int nc);
-
-/* ---- rows in lanes (gemm16_avx512.c): Q4_0 and Q8_0 weights x Q8_0, 16 rows per pass.
- * A thread packs up to 16 rows of one tile into its scratch (kt_gemm16_scratch_size(K)
- * bytes), then runs any number of columns against them. Each column needs, per block,
- * its offset term and scale (kt_gemm16_aux). Results differ from the vec_dot kernels
- * by float summation order only, and never depend on batching or threads. */
-struct kt_gemm16_aux {
-    int32_t off; /* -bias * sum of the block's activation quants */
-    float d;     /* the block's activation scale */
-};
-typedef void (*kt_gemm16_pack_fn)(int64_t K, const void *w, size_t ws, int nr, void *scratch);
-/* Pack kernel and bias for a weight type, or NULL (type, CPU or KT_CPU_GEMM=off). */
-kt_gemm16_pack_fn kt_cpu_gemm16(enum kt_type type, int *bias);
-size_t kt_gemm16_scratch_size(int64_t K);
-void kt_gemm16_pack_q4_0(int64_t K, const void *w, size_t ws, int nr, void *scratch);
-void kt_gemm16_pack_q8_0(int64_t K, const void *w, size_t ws, int nr, void *scratch);
-void kt_gemm16_aux(int64_t K, const void *y, int bias, struct kt_gemm16_aux *aux);
-/* out[c][r] for r < nr (<= 16) packed rows, c < nc columns y[c] (Q8_0 rows) with aux[c]. */
-void kt_gemm16_run(int64_t K, const void *scratch, const void *const *y, const struct kt_gemm16_aux *const *aux,
-                   float *const *out, int nr, int nc);
 
 #endif

@@ -22,33 +22,10 @@ static size_t act_row_size(const struct kt_tensor *dst) {
     return (kt_row_size(vdt, a->ne[0]) + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1);
 }
 
-/* Rows-in-lanes kernels (gemm.h) for this node, or NULL: the 16 row offsets must fit
- * the 32-bit gather indices. */
-static kt_gemm16_pack_fn gemm16_for(const struct kt_tensor *a, int *bias) {
-    if (a->nb[1] > (size_t)INT32_MAX / 16) return NULL;
-    return kt_cpu_gemm16(a->type, bias);
-}
-
-#define G16_SCRATCH_ALIGN 64
-#define G16_TILE_COLS 64
-
-/* Work buffer: activation rows, then (rows in lanes) each column's aux array, then
- * one scratch per thread. */
-static size_t g16_aux_size(const struct kt_tensor *a) {
-    return ((size_t)(a->ne[0] / 32) * sizeof(struct kt_gemm16_aux) + KT_MEM_ALIGN - 1) &
-           ~(size_t)(KT_MEM_ALIGN - 1);
-}
-static size_t g16_scratch_size(const struct kt_tensor *a) {
-    return (kt_gemm16_scratch_size(a->ne[0]) + G16_SCRATCH_ALIGN - 1) & ~(size_t)(G16_SCRATCH_ALIGN - 1);
-}
-
 size_t kt_cpu_mul_mat_work_size(const struct kt_tensor *dst, int n_threads) {
-    const struct kt_tensor *a = dst->src[0], *b = dst->src[1];
-    size_t size = act_row_size(dst) * (size_t)kt_nrows(b);
-    int bias;
-    if (gemm16_for(a, &bias))
-        size += g16_aux_size(a) * (size_t)kt_nrows(b) + g16_scratch_size(a) * (size_t)(n_threads > 0 ? n_threads : 1);
-    return size;
+    (void)n_threads;
+    const struct kt_tensor *b = dst->src[1];
+    return act_row_size(dst) * (size_t)kt_nrows(b);
 }
 
 bool kt_cpu_mul_mat_supports(const struct kt_tensor *dst) {
@@ -86,44 +63,6 @@ static void gemm_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t 
     }
 }
 
-/* Rows in lanes: tiles of 16-row groups x up to G16_TILE_COLS columns; a thread packs
- * a group into its scratch once per weight matrix the tile's columns use. */
-static void gemm16_tiles(const struct kt_compute_params *p, const struct kt_tensor *a, struct kt_tensor *dst,
-                         int64_t N, int64_t B2, int64_t r2, int64_t r3, const uint8_t *wdata, size_t brow,
-                         const uint8_t *aux16, void *scratch, kt_gemm16_pack_fn pack) {
-    const int64_t K = a->ne[0], M = a->ne[1], ncols = N * dst->ne[2] * dst->ne[3];
-    const size_t auxs = g16_aux_size(a);
-    const int64_t tile_r = ncols == 1 ? 64 : 32, tile_c = ncols < G16_TILE_COLS ? ncols : G16_TILE_COLS;
-    const int64_t nt0 = (M + tile_r - 1) / tile_r, nt1 = (ncols + tile_c - 1) / tile_c;
-    const int64_t ntiles = nt0 * nt1;
-    for (int64_t t = p->ith; t < ntiles; t = kt_cpu_chunk_next(p)) {
-        const int64_t ir0 = (t % nt0) * tile_r, ir1 = ir0 + tile_r < M ? ir0 + tile_r : M;
-        const int64_t ic0 = (t / nt0) * tile_c, ic1 = ic0 + tile_c < ncols ? ic0 + tile_c : ncols;
-        for (int64_t rr = ir0; rr < ir1; rr += 16) {
-            const int nr = (int)(ir1 - rr < 16 ? ir1 - rr : 16);
-            const uint8_t *packed = NULL;
-            for (int64_t c = ic0; c < ic1;) {
-                const void *y[G16_TILE_COLS];
-                const struct kt_gemm16_aux *ax[G16_TILE_COLS];
-                float *out[G16_TILE_COLS];
-                const uint8_t *w = NULL;
-                int nc = 0;
-                for (; c < ic1 && nc < G16_TILE_COLS; c++, nc++) {
-                    const int64_t i1 = c % N, i2 = (c / N) % B2, i3 = c / (N * B2);
-                    const uint8_t *wc = (const uint8_t *)a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
-                    if (nc > 0 && wc != w) break;
-                    w = wc;
-                    y[nc] = wdata + (size_t)c * brow;
-                    ax[nc] = (const struct kt_gemm16_aux *)(aux16 + (size_t)c * auxs);
-                    out[nc] = (float *)((uint8_t *)dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]) + rr;
-                }
-                if (w != packed) pack(K, w + rr * a->nb[1], a->nb[1], nr, scratch), packed = w;
-                kt_gemm16_run(K, scratch, y, ax, out, nr, nc);
-            }
-        }
-    }
-}
-
 void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
     const struct kt_tensor *a = dst->src[0], *b = dst->src[1];
     const int64_t K = a->ne[0], M = a->ne[1];
@@ -136,9 +75,6 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
 
     /* phase 1: activations into the dot partner type, one packed row per column */
     const int64_t ncols = N * B2 * B3;
-    int bias16 = 0;
-    const kt_gemm16_pack_fn pack16 = gemm16_for(a, &bias16);
-    uint8_t *aux16 = wdata + brow * (size_t)ncols;
     int64_t c0, c1;
     kt_cpu_split_rows(p, ncols, &c0, &c1);
     kt_from_float_fn quant = vdt == KT_TYPE_F32 ? NULL : kt_cpu_from_float(vdt);
@@ -166,7 +102,6 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
         } else {
             memcpy(out, src, (size_t)K * sizeof(float));
         }
-        if (pack16) kt_gemm16_aux(K, out, bias16, (struct kt_gemm16_aux *)(aux16 + (size_t)c * g16_aux_size(a)));
     }
     if (p->ith == 0) kt_cpu_chunk_reset(p);
     kt_cpu_barrier(p);
@@ -174,11 +109,6 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
     /* phase 2: tiles of (rows of dst) x (columns). With a block kernel (gemm.h) a tile is
      * walked by groups of KT_GEMM_ROWS weight rows (kept in L1) against groups of
      * KT_GEMM_COLS columns of the same weight matrix; the tile's activations stay in L2. */
-    if (pack16) {
-        uint8_t *scratch = aux16 + g16_aux_size(a) * (size_t)ncols + g16_scratch_size(a) * (size_t)p->ith;
-        gemm16_tiles(p, a, dst, N, B2, r2, r3, wdata, brow, aux16, scratch, pack16);
-        return;
-    }
     const kt_gemm_fn gemm = ncols > 1 ? kt_cpu_gemm(a->type) : NULL;
     const int64_t tile_r = ncols == 1 ? 64 : gemm ? 64 : 32;
     const int64_t tile_c = ncols == 1 ? 1 : gemm ? 32 : 8;
