@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The one list of what kiln needs from Debian 12, by purpose, and the one place
+# that installs it. README's two commands and .ci/run all come through here.
+#
+#   scripts/deps.sh build   what `cmake --build` needs (the default)
+#   scripts/deps.sh test    build + what the test suite needs
+#   scripts/deps.sh --list [build|test]   print the package names and exit
+#
+# Missing packages are installed with apt-get as root, or through sudo when it
+# works without a password; otherwise the script names the packages and the
+# command to install them, and exits 1.
+set -euo pipefail
+
+build_pkgs=(cmake gcc make pkg-config libpcre2-dev libmicrohttpd-dev libcjson-dev)
+# clang: the fuzz harness build; python3: the shell tests read JSON with it;
+# nodejs/npm: llama.cpp's peer libraries (../shared/peer) and the OpenAI client tests;
+# nginx: the load-balancer test; curl: the server tests.
+test_pkgs=(clang python3 nodejs npm nginx curl git)
+
+list=0
+what=build
+for a in "$@"; do
+  case "$a" in
+    --list) list=1 ;;
+    build | test) what=$a ;;
+    -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "deps.sh: unknown argument '$a' (build, test, --list)" >&2; exit 2 ;;
+  esac
+done
+pkgs=("${build_pkgs[@]}")
+[ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
+if [ $list = 1 ]; then
+  echo "${pkgs[*]}"
+  exit 0
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  # node and npm may come from elsewhere than Debian (nvm, nodesource): a working command is enough.
+  case "$p" in
+    nodejs) command -v node >/dev/null 2>&1 && continue ;;
+    npm) command -v npm >/dev/null 2>&1 && continue ;;
+  esac
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" = 0 ]; then
+  sudo=()
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+  sudo=(sudo -n)
+else
+  echo "kiln needs these Debian packages, which are not installed: ${missing[*]}" >&2
+  echo "install them as root:  apt-get update && apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "deps.sh: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
