@@ -168,7 +168,8 @@ enum kt_op {
     KT_OP_RMS_NORM,     /* x / sqrt(mean(x^2) + eps) per row; params: float eps */
     KT_OP_MUL_MAT,      /* src0 [K,M,a2,a3] (weights, any type) x src1 [K,N,b2,b3] F32 -> F32 [M,N,b2,b3];
                            b2 % a2 == 0 and b3 % a3 == 0 (src0 broadcast: grouped-query attention) */
-    KT_OP_ROPE,         /* src0 [d,n_head,n_tok,1] F32, src1 I32 positions [n_tok]; params: kt_rope_params */
+    KT_OP_ROPE,         /* src0 [d,n_head,n_tok,1] F32, src1 I32 positions [n_tok], src2 optional F32
+                           frequency divisors [n_dims/2] (Llama 3's rope_freqs); params: kt_rope_params */
     KT_OP_SOFT_MAX,     /* softmax(src0*scale + mask*slope) per row; src1 mask (F32/F16, optional)
                            [n0, >=n1] broadcast over dims 2,3; params: float scale, float max_bias */
     KT_OP_DIAG_MASK_INF,/* elements with col > n_past + row set to -inf; params: int32 n_past */
@@ -343,6 +344,9 @@ struct kt_tensor *kt_rms_norm(struct kt_context *ctx, struct kt_tensor *a, float
 struct kt_tensor *kt_mul_mat(struct kt_context *ctx, struct kt_tensor *a, struct kt_tensor *b);
 struct kt_tensor *kt_rope(struct kt_context *ctx, struct kt_tensor *a, struct kt_tensor *pos,
                           struct kt_rope_params params);
+/* as kt_rope, pair i's angle divided by freq_factors[i] (F32 [n_dims/2], contiguous); NULL = kt_rope */
+struct kt_tensor *kt_rope_ext(struct kt_context *ctx, struct kt_tensor *a, struct kt_tensor *pos,
+                              struct kt_tensor *freq_factors, struct kt_rope_params params);
 struct kt_tensor *kt_soft_max(struct kt_context *ctx, struct kt_tensor *a);
 /* mask may be NULL; max_bias > 0 enables ALiBi slopes per head (dim 2) */
 struct kt_tensor *kt_soft_max_ext(struct kt_context *ctx, struct kt_tensor *a, struct kt_tensor *mask, float scale,

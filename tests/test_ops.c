@@ -222,7 +222,14 @@ static void test_rope(void) {
         const int64_t maxpos = c < 12 ? 16 : 1024;
         int32_t *pp = pos->data;
         for (int64_t t = 0; t < ne[2]; t++) pp[t] = (int32_t)rnd(maxpos);
-        struct kt_tensor *out = kt_rope(ctx, a, pos, rp);
+        /* every other case (and the uncached long head) divides each pair's frequency by a
+         * factor (Llama 3's rope_freqs) */
+        struct kt_tensor *ff = NULL;
+        if (c % 2 || c == 16) {
+            ff = kt_new_tensor_1d(ctx, KT_TYPE_F32, rp.n_dims / 2);
+            for (int64_t p = 0; p < rp.n_dims / 2; p++) ((float *)ff->data)[p] = 0.25f + (float)rnd(48) * 0.25f;
+        }
+        struct kt_tensor *out = kt_rope_ext(ctx, a, pos, ff, rp);
 
         int64_t n = nel(ne), i[4];
         double *want = malloc((size_t)n * sizeof *want);
@@ -241,15 +248,17 @@ static void test_rope(void) {
             else
                 p = i0 / 2, e0 = 2 * p, e1 = 2 * p + 1;
             double theta = pp[i[2]] * (double)rp.freq_scale * pow(rp.freq_base, -2.0 * p / rp.n_dims);
+            if (ff) theta /= ((const float *)ff->data)[p];
             int64_t j0[4] = {e0, i[1], i[2], i[3]}, j1[4] = {e1, i[1], i[2], i[3]};
             double x0 = tget(a, j0), x1 = tget(a, j1);
             want[k] = i0 == e0 ? x0 * cos(theta) - x1 * sin(theta) : x0 * sin(theta) + x1 * cos(theta);
         }
         char label[160];
-        snprintf(label, sizeof label, "ROPE %s d=%lld n_dims=%d base=%g scale=%g pos<%lld (%s)",
+        snprintf(label, sizeof label, "ROPE %s d=%lld n_dims=%d base=%g scale=%g%s pos<%lld (%s)",
                  rp.mode == KT_ROPE_NEOX ? "neox" : "normal", (long long)d, rp.n_dims, rp.freq_base,
-                 rp.freq_scale, (long long)maxpos, layout_name[lay]);
-        run_check(ctx, out, want, maxpos <= 16 ? 2e-6 : 2e-3, 1e-5, label);
+                 rp.freq_scale, ff ? " freq factors" : "", (long long)maxpos, layout_name[lay]);
+        /* a factor of 0.25 makes angles 4x larger, and float's error in them with it */
+        run_check(ctx, out, want, (maxpos <= 16 ? 2e-6 : 2e-3) * (ff ? 4 : 1), 1e-5, label);
         free(want);
         kt_free(ctx);
     }
@@ -379,6 +388,11 @@ static void test_errors(void) {
     EXPECT_NULL(kt_rope(ctx, h, kt_new_tensor_1d(ctx, KT_TYPE_I32, 3), rp));
     rp.n_dims = 10;
     EXPECT_NULL(kt_rope(ctx, h, kt_new_tensor_1d(ctx, KT_TYPE_I32, 3), rp));
+    rp.n_dims = 8; /* frequency factors: one per pair (4), F32 */
+    struct kt_tensor *pos3 = kt_new_tensor_1d(ctx, KT_TYPE_I32, 3);
+    CHECK(kt_rope_ext(ctx, h, pos3, kt_new_tensor_1d(ctx, KT_TYPE_F32, 4), rp) != NULL);
+    EXPECT_NULL(kt_rope_ext(ctx, h, pos3, kt_new_tensor_1d(ctx, KT_TYPE_F32, 3), rp));
+    EXPECT_NULL(kt_rope_ext(ctx, h, pos3, kt_new_tensor_1d(ctx, KT_TYPE_F16, 4), rp));
     EXPECT_NULL(
         kt_soft_max_ext(ctx, a, kt_new_tensor_2d(ctx, KT_TYPE_F32, 4, 2), 1, 0)); /* mask rows 2 < 3 */
     EXPECT_NULL(kt_soft_max_ext(ctx, a, b, 1, 0));                                /* mask width */

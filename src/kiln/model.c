@@ -178,6 +178,8 @@ static bool load_tensors(struct kiln_model *m, struct kiln_model_params params, 
         if (err[0]) return false; /* present but wrong */
         m->output = m->tok_embd;  /* tied embeddings */
     }
+    m->rope_freqs = bind(&b, "rope_freqs.weight", 1, hp->n_rot / 2, 1, true);
+    if (!m->rope_freqs && err[0]) return false;
     if (!progress(&b) || !progress(&b) || !progress(&b)) return false;
 
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);

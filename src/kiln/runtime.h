@@ -39,6 +39,7 @@ struct kiln_model {
     struct kt_tensor *tok_embd;   /* [n_embd, n_vocab] */
     struct kt_tensor *output_norm;
     struct kt_tensor *output;     /* [n_embd, n_vocab]; == tok_embd when tied */
+    struct kt_tensor *rope_freqs; /* [n_rot/2] divisors of each pair's RoPE frequency (Llama 3), or NULL */
     struct kiln_layer *layers;    /* n_layer */
     int64_t n_params;
     size_t weight_bytes;

@@ -399,6 +399,11 @@ struct kt_tensor *kt_get_rows(struct kt_context *ctx, struct kt_tensor *a, struc
 
 struct kt_tensor *kt_rope(struct kt_context *ctx, struct kt_tensor *a, struct kt_tensor *pos,
                           struct kt_rope_params params) {
+    return kt_rope_ext(ctx, a, pos, NULL, params);
+}
+
+struct kt_tensor *kt_rope_ext(struct kt_context *ctx, struct kt_tensor *a, struct kt_tensor *pos,
+                              struct kt_tensor *freq_factors, struct kt_rope_params params) {
     if (!a || !pos) return NULL;
     if (!need_f32("rope", a)) return NULL;
     if (pos->type != KT_TYPE_I32 || kt_n_dims(pos) != 1 || pos->ne[0] != a->ne[2]) {
@@ -419,8 +424,18 @@ struct kt_tensor *kt_rope(struct kt_context *ctx, struct kt_tensor *a, struct kt
         kt_set_error("kt_rope: freq_base and freq_scale must be > 0");
         return NULL;
     }
+    if (freq_factors && (freq_factors->type != KT_TYPE_F32 || kt_n_dims(freq_factors) != 1 ||
+                         freq_factors->ne[0] != params.n_dims / 2 || !kt_is_contiguous(freq_factors))) {
+        kt_set_error("kt_rope: frequency factors '%s' must be contiguous F32 [%d], are %s " SHAPE_FMT,
+                     freq_factors->name, params.n_dims / 2, kt_type_name(freq_factors->type),
+                     SHAPE_ARGS(freq_factors));
+        return NULL;
+    }
     struct kt_tensor *t = new_result(ctx, KT_OP_ROPE, KT_TYPE_F32, a->ne, a, pos);
-    if (t) kt_set_op_params(t, &params, sizeof params);
+    if (t) {
+        kt_set_op_params(t, &params, sizeof params);
+        t->src[2] = freq_factors;
+    }
     return t;
 }
 

@@ -34,8 +34,8 @@ static struct kt_tensor *attention(const struct kiln_graph_in *in, int il, struc
                                 .n_ctx_orig = (int32_t)hp->n_ctx_train,
                                 .freq_base = hp->rope_freq_base,
                                 .freq_scale = hp->rope_freq_scale};
-    q = kt_rope(ctx, kt_reshape_3d(ctx, q, D, H, T), in->pos, rp);   /* [D, H, T] */
-    k = kt_rope(ctx, kt_reshape_3d(ctx, k, D, Hkv, T), in->pos, rp); /* [D, Hkv, T] */
+    q = kt_rope_ext(ctx, kt_reshape_3d(ctx, q, D, H, T), in->pos, m->rope_freqs, rp);   /* [D, H, T] */
+    k = kt_rope_ext(ctx, kt_reshape_3d(ctx, k, D, Hkv, T), in->pos, m->rope_freqs, rp); /* [D, Hkv, T] */
 
     /* write this batch's k and v into cells [kv_head, kv_head + T) */
     struct kt_tensor *kc = kv->k[il], *vc = kv->v[il];

@@ -1,7 +1,8 @@
 /*
  * ops_rope.c - rotary position embedding on the CPU, normal (adjacent pairs)
- * and NeoX (pairs half a rotation apart) layouts, partial rotary dims and
- * linear frequency scaling. Rows are (head, token) pairs split across threads.
+ * and NeoX (pairs half a rotation apart) layouts, partial rotary dims, linear
+ * frequency scaling and per-pair frequency divisors (Llama 3's rope_freqs).
+ * Rows are (head, token) pairs split across threads.
  */
 #include "ops_isa.h"
 #include "ops_util.h"
@@ -16,11 +17,18 @@
  * starting at pos, then times freq_scale, all in float) so that our rotations, and
  * hence logits, agree with it to the last bits rather than just to float accuracy
  * (checked against llama.cpp v0.5.0's CPU library: every element bit-identical).
+ * A frequency factor divides the running theta before the scale, in that order for
+ * the same reason; without factors ff is 1 and theta / 1 is theta exactly.
  */
-static void rope_angles(float pos, float freq_scale, float theta_scale, int64_t n_pairs, float *c, float *s) {
+static float pair_angle(float theta, float freq_scale, const float *ff, int64_t i) {
+    return freq_scale * (ff ? theta / ff[i] : theta);
+}
+
+static void rope_angles(float pos, float freq_scale, const float *ff, float theta_scale, int64_t n_pairs, float *c,
+                        float *s) {
     float theta = pos;
     for (int64_t i = 0; i < n_pairs; i++) {
-        const float t = freq_scale * theta;
+        const float t = pair_angle(theta, freq_scale, ff, i);
         c[i] = cosf(t);
         s[i] = sinf(t);
         theta *= theta_scale;
@@ -30,6 +38,8 @@ static void rope_angles(float pos, float freq_scale, float theta_scale, int64_t 
 void kt_cpu_rope(const struct kt_compute_params *p, struct kt_tensor *dst) {
     const struct kt_tensor *a = dst->src[0];
     const struct kt_tensor *pos = dst->src[1];
+    /* F32 [n_dims/2], checked by kt_rope_ext */
+    const float *ff = dst->src[2] ? (const float *)dst->src[2]->data : NULL;
     struct kt_rope_params rp;
     memcpy(&rp, dst->op_params, sizeof rp);
 
@@ -61,7 +71,7 @@ void kt_cpu_rope(const struct kt_compute_params *p, struct kt_tensor *dst) {
         const float fpos = (float)ipos;
 
         if (cached && i2 != cached_i2) {
-            rope_angles(fpos, rp.freq_scale, theta_scale, n_pairs, cache_c, cache_s);
+            rope_angles(fpos, rp.freq_scale, ff, theta_scale, n_pairs, cache_c, cache_s);
             cached_i2 = i2;
         }
         if (simd) {
@@ -79,7 +89,7 @@ void kt_cpu_rope(const struct kt_compute_params *p, struct kt_tensor *dst) {
                 c = cache_c[i];
                 s = cache_s[i];
             } else {
-                const float t = rp.freq_scale * theta;
+                const float t = pair_angle(theta, rp.freq_scale, ff, i);
                 c = cosf(t);
                 s = sinf(t);
                 theta *= theta_scale;
