@@ -63,7 +63,7 @@ c=$("$KILN" run -m "$M" -p "And God said" -n 24 --seed 8 --temp 1)
 [ "$a" != "$c" ] && ok || bad "different seeds gave the same text"
 
 # perplexity within 0.5% of llama.cpp's
-for f in kjv-q8_0.gguf qwen2-kjv-q8_0.gguf llama3-kjv-q4_0.gguf; do
+for f in kjv-q8_0.gguf qwen2-kjv-q8_0.gguf llama3-kjv-q4_0.gguf qwen3-kjv-q4_0.gguf phi3-kjv-q4_0.gguf; do
   "$KILN" perplexity -m "$SHARED/models/$f" -f "$SHARED/text/kjv_test_a.txt" -c 128 --json > "$tmp/ppl.json" 2>/dev/null || bad "perplexity $f"
   python3 - "$SHARED/reference/perplexity.json" "$tmp/ppl.json" "$f" <<'PY' && ok || bad "perplexity of $f"
 import json, sys

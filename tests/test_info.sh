@@ -3,7 +3,8 @@
 # with the reader's message on stderr, every file in ../shared/models and
 # ../shared/vocab is described as JSON that parses, with the facts
 # ../shared/README.md documents, and --dump matches ggml's dequantized rows in
-# ../shared/reference/dequant bit for bit.
+# ../shared/reference/dequant bit for bit. It says whether kiln can run the file
+# (the runtime's loader decides).
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" info
 
@@ -50,6 +51,7 @@ for f in "$shared"/models/*.gguf "$shared"/vocab/*.gguf; do
   cp "$tmp/out" "$tmp/$n.json" && echo "$tmp/$n.json $f" >>"$tmp/list"
   check "$f text" exit_is 0 "$kiln" info -m "$f"
   check "$f text content" grep -q "^architecture: " "$tmp/out"
+  check "$f says whether it runs" grep -q "^kiln runs it: \(yes\|no: .\)" "$tmp/out"
 done
 check "json facts" python3 - "$tmp/list" <<'PY'
 import json, os, sys
@@ -68,8 +70,22 @@ for line in open(sys.argv[1]):
         assert d["metadata"]["general.architecture"]["value"] == arch
         tok = d["metadata"]["tokenizer.ggml.tokens"]["value"]
         assert tok == {"type": "arr", "elem_type": "str", "n": d["tokenizer"]["vocab_size"]}, tok
-        if name.startswith(("kjv", "qwen2-kjv")):
+        if name.startswith(("kjv", "qwen2-kjv", "llama3-kjv", "qwen3-kjv", "phi3-kjv")):
             # ../shared/README.md: 4 layers, 256 wide, 8 heads, 4 KV heads, ff 768, context 512, 32000 tokens
+            family = name.split("-")[0]
+            want_arch = {"kjv": "llama", "llama3": "llama"}.get(family, family)
+            assert arch == want_arch, (arch, want_arch)
+            assert d["runnable"] is True and d["not_runnable_because"] is None, d["not_runnable_because"]
+            shapes = {t["name"]: t["shape"] for t in d["tensors"]}
+            # each family's own tensors, as README describes them
+            if family == "llama3":
+                assert shapes["rope_freqs.weight"] == [16], shapes.get("rope_freqs.weight")
+            if family == "qwen3":
+                for l in range(4):
+                    assert shapes["blk.%d.attn_q_norm.weight" % l] == [32] and shapes["blk.%d.attn_k_norm.weight" % l] == [32]
+            if family == "phi3":
+                assert shapes["blk.0.attn_qkv.weight"] == [256, 256 + 2 * 128] and "blk.0.attn_q.weight" not in shapes
+                assert shapes["blk.0.ffn_up.weight"] == [256, 2 * 768] and "blk.0.ffn_gate.weight" not in shapes
             h = d["hparams"]
             want = {"block_count": 4, "embedding_length": 256, "attention.head_count": 8,
                     "attention.head_count_kv": 4, "feed_forward_length": 768, "context_length": 512}
@@ -81,6 +97,9 @@ for line in open(sys.argv[1]):
             assert d["data_offset"] % d["alignment"] == 0
         else:
             assert d["n_tensors"] == 0 and d["tensor_bytes"] == 0
+            # a vocabulary without weights: kiln says it cannot run it, and why
+            why = d["not_runnable_because"]
+            assert d["runnable"] is False and ("missing" in why or "is not supported" in why), why
     except Exception as e:
         print("  %s: %r" % (name, e), file=sys.stderr)
         bad += 1

@@ -1,7 +1,8 @@
 /*
- * test_model_bad.c - kiln_model_load on models crafted broken from a real one:
- * each defect is refused with a message that names it, nothing crashes; and
- * the progress callback reports loading and can cancel it.
+ * test_model_bad.c - kiln_model_load on models crafted broken from a real one
+ * (llama, qwen3, phi3): each defect is refused with a message that names it,
+ * tensors the architecture does not use included, nothing crashes; and the
+ * progress callback reports loading and can cancel it.
  */
 #include "gguf.h"
 #include "kiln.h"
@@ -9,11 +10,14 @@
 
 #include <unistd.h>
 
-static const char *src_path;
+static const char *src_path, *shared;
 static char tmp_path[256];
 
 struct edit {
+    const char *model;          /* models/<model> as the source instead of kjv-q8_0.gguf */
     const char *drop_tensor;    /* leave this tensor out */
+    const char *add_tensor;     /* add a tensor of this name ... */
+    const char *add_like;       /* ... with the data and shape of this one */
     const char *swap_tensor;    /* give this tensor the data/shape of ... */
     const char *swap_with;      /* ... this one */
     const char *set_key;        /* set this key ... */
@@ -24,8 +28,9 @@ struct edit {
 
 /* Copy the source model with one edit applied into tmp_path. */
 static bool write_edited(const struct edit *e) {
-    char err[256];
-    struct gguf_file *g = gguf_open(src_path, err, sizeof err);
+    char err[256], other[1024];
+    snprintf(other, sizeof other, "%s/models/%s", shared, e->model ? e->model : "");
+    struct gguf_file *g = gguf_open(e->model ? other : src_path, err, sizeof err);
     if (!g) return false;
     struct gguf_writer *w = gguf_writer_new();
     bool ok = w && gguf_writer_copy_kv(w, g);
@@ -42,6 +47,11 @@ static bool write_edited(const struct edit *e) {
             t = gguf_tensor(g, gguf_find_tensor(g, e->swap_with));
         }
         ok = gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data);
+    }
+    if (ok && e->add_tensor) {
+        int64_t ti = gguf_find_tensor(g, e->add_like);
+        const struct gguf_tensor_info *t = ti >= 0 ? gguf_tensor(g, ti) : NULL;
+        ok = t && gguf_writer_add_tensor(w, e->add_tensor, t->type, t->n_dims, t->ne, t->data);
     }
     ok = ok && gguf_writer_write(w, tmp_path);
     if (!ok) fprintf(stderr, "writer: %s\n", w ? gguf_writer_error(w) : "?");
@@ -74,7 +84,7 @@ static bool on_progress(float p, void *data) {
 }
 
 int main(void) {
-    const char *shared = tu_shared_or_skip("test_model_bad");
+    shared = tu_shared_or_skip("test_model_bad");
     static char src[1024];
     snprintf(src, sizeof src, "%s/models/kjv-q8_0.gguf", shared);
     src_path = src;
@@ -102,6 +112,40 @@ int main(void) {
                    "vocab_size 31999 differs");
     expect_refused("odd rope dimensions", &(struct edit){.set_key = "llama.rope.dimension_count", .u32_value = 31},
                    "odd");
+
+    /* no tensor is ignored: one the architecture does not use is refused by name */
+    expect_refused("unknown tensor",
+                   &(struct edit){.add_tensor = "blk.0.attn_gate.weight", .add_like = "blk.0.attn_q.weight"},
+                   "tensor 'blk.0.attn_gate.weight' is not used by architecture 'llama'");
+    expect_refused("a layer past block_count",
+                   &(struct edit){.add_tensor = "blk.4.ffn_norm.weight", .add_like = "blk.3.ffn_norm.weight"},
+                   "tensor 'blk.4.ffn_norm.weight' is not used");
+    expect_refused("qwen2's bias in a llama file",
+                   &(struct edit){.add_tensor = "blk.2.attn_q.bias", .add_like = "output_norm.weight"},
+                   "tensor 'blk.2.attn_q.bias' is not used by architecture 'llama'");
+    expect_refused("qwen3 without a k norm",
+                   &(struct edit){.model = "qwen3-kjv-q4_0.gguf", .drop_tensor = "blk.2.attn_k_norm.weight"},
+                   "missing tensor 'blk.2.attn_k_norm.weight'");
+    expect_refused("qwen3 q norm of the wrong size",
+                   &(struct edit){.model = "qwen3-kjv-q4_0.gguf", .swap_tensor = "blk.0.attn_q_norm.weight",
+                                  .swap_with = "blk.0.attn_norm.weight"},
+                   "tensor 'blk.0.attn_q_norm.weight' has shape [256");
+    expect_refused("phi3 with Phi-3-128k's rope factors (not implemented)",
+                   &(struct edit){.model = "phi3-kjv-q4_0.gguf", .add_tensor = "rope_factors_long.weight",
+                                  .add_like = "blk.0.attn_norm.weight"},
+                   "tensor 'rope_factors_long.weight' is not used by architecture 'phi3'");
+    expect_refused("phi3 fused up of the wrong size",
+                   &(struct edit){.model = "phi3-kjv-q4_0.gguf", .swap_tensor = "blk.1.ffn_up.weight",
+                                  .swap_with = "blk.1.attn_qkv.weight"},
+                   "tensor 'blk.1.ffn_up.weight' has shape [256, 512");
+    expect_refused("phi3 with separate q as well",
+                   &(struct edit){.model = "phi3-kjv-q4_0.gguf", .add_tensor = "blk.3.attn_q.weight",
+                                  .add_like = "blk.3.attn_output.weight"},
+                   "tensor 'blk.3.attn_q.weight' is not used by architecture 'phi3'");
+    expect_refused("llama3 rope factors of the wrong size",
+                   &(struct edit){.model = "llama3-kjv-q4_0.gguf", .swap_tensor = "rope_freqs.weight",
+                                  .swap_with = "output_norm.weight"},
+                   "tensor 'rope_freqs.weight' has shape [256");
 
     /* a missing output.weight is not an error: the embedding is tied */
     CHECK(write_edited(&(struct edit){.drop_tensor = "output.weight"}));

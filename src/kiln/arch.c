@@ -1,18 +1,104 @@
 /*
- * arch.c - the architectures kiln runs: one row each (name, RoPE layout,
- * biases, graph builder). A new architecture is a builder in arch/ plus a row.
+ * arch.c - the architectures kiln runs, one row each: RoPE layout, every
+ * tensor a file may hold (required or optional, shape, fused layouts) and the
+ * graph builder. A file tensor no row names is refused (model.c), so a new
+ * architecture or tensor is a row here plus, where the graph differs, arch/.
  */
 #include "runtime.h"
 
+#include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
+#define FIELD_M(f) offsetof(struct kiln_model, f)
+#define FIELD_L(f) offsetof(struct kiln_layer, f)
+/* global and per-layer tensors: name, optional, ne0, ne1, field */
+#define G(nm, opt, d0, d1, f) {.name = nm, .per_layer = false, .optional = opt, .ne0 = d0, .ne1 = d1, .field = FIELD_M(f)}
+#define L(nm, opt, d0, d1, f) {.name = nm, .per_layer = true, .optional = opt, .ne0 = d0, .ne1 = d1, .field = FIELD_L(f)}
+
+enum { REQ = false, OPT = true };
+
+/* shared by every row: embeddings, final norm, the output projection (tied to
+ * token_embd when absent, as in Qwen2.5-0.5B or Llama-3.2-1B) */
+#define HEAD_TENSORS                                                        \
+    G("token_embd.weight", REQ, KILN_DIM_EMBD, KILN_DIM_VOCAB, tok_embd),  \
+    G("output_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, output_norm), \
+    G("output.weight", OPT, KILN_DIM_EMBD, KILN_DIM_VOCAB, output)
+
+#define ATTN_NORM L("attn_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, attn_norm)
+#define ATTN_QKV                                                 \
+    L("attn_q.weight", REQ, KILN_DIM_EMBD, KILN_DIM_Q, wq),     \
+    L("attn_k.weight", REQ, KILN_DIM_EMBD, KILN_DIM_KV, wk),    \
+    L("attn_v.weight", REQ, KILN_DIM_EMBD, KILN_DIM_KV, wv)
+#define ATTN_OUT L("attn_output.weight", REQ, KILN_DIM_Q, KILN_DIM_EMBD, wo)
+#define FFN_NORM L("ffn_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, ffn_norm)
+#define FFN_DOWN L("ffn_down.weight", REQ, KILN_DIM_FF, KILN_DIM_EMBD, w_down)
+#define FFN_GATE_UP                                              \
+    L("ffn_gate.weight", REQ, KILN_DIM_EMBD, KILN_DIM_FF, w_gate), \
+    L("ffn_up.weight", REQ, KILN_DIM_EMBD, KILN_DIM_FF, w_up)
+
+static const struct kiln_tensor_spec llama_tensors[] = {
+    HEAD_TENSORS,
+    /* Llama 3.1+: per RoPE pair, a divisor of its frequency (one tensor for all layers) */
+    G("rope_freqs.weight", OPT, KILN_DIM_ROT_PAIRS, KILN_DIM_NONE, rope_freqs),
+    ATTN_NORM, ATTN_QKV, ATTN_OUT, FFN_NORM, FFN_GATE_UP, FFN_DOWN,
+};
+
+static const struct kiln_tensor_spec qwen2_tensors[] = {
+    HEAD_TENSORS,
+    ATTN_NORM, ATTN_QKV,
+    L("attn_q.bias", REQ, KILN_DIM_Q, KILN_DIM_NONE, bq),
+    L("attn_k.bias", REQ, KILN_DIM_KV, KILN_DIM_NONE, bk),
+    L("attn_v.bias", REQ, KILN_DIM_KV, KILN_DIM_NONE, bv),
+    ATTN_OUT, FFN_NORM, FFN_GATE_UP, FFN_DOWN,
+};
+
+static const struct kiln_tensor_spec qwen3_tensors[] = {
+    HEAD_TENSORS,
+    ATTN_NORM, ATTN_QKV,
+    /* RMS norm over each q and each k head before RoPE */
+    L("attn_q_norm.weight", REQ, KILN_DIM_HEAD, KILN_DIM_NONE, attn_q_norm),
+    L("attn_k_norm.weight", REQ, KILN_DIM_HEAD, KILN_DIM_NONE, attn_k_norm),
+    ATTN_OUT, FFN_NORM, FFN_GATE_UP, FFN_DOWN,
+};
+
+static const struct kiln_tensor_spec phi3_tensors[] = {
+    HEAD_TENSORS,
+    ATTN_NORM,
+    /* one matrix: q rows, then k, then v; the three are views of its rows */
+    {.name = "attn_qkv.weight", .per_layer = true, .ne0 = KILN_DIM_EMBD, .ne1 = KILN_DIM_QKV, .field = FIELD_L(wqkv),
+     .split = {{FIELD_L(wq), KILN_DIM_Q}, {FIELD_L(wk), KILN_DIM_KV}, {FIELD_L(wv), KILN_DIM_KV}}},
+    ATTN_OUT, FFN_NORM,
+    /* gate rows, then up rows: SwiGLU over the two halves */
+    {.name = "ffn_up.weight", .per_layer = true, .ne0 = KILN_DIM_EMBD, .ne1 = KILN_DIM_FF2, .field = FIELD_L(w_gate_up),
+     .split = {{FIELD_L(w_gate), KILN_DIM_FF}, {FIELD_L(w_up), KILN_DIM_FF}}},
+    FFN_DOWN,
+};
+
+#define ROW(nm, rope, list) \
+    {.name = nm, .rope_mode = rope, .tensors = list, .n_tensors = sizeof list / sizeof list[0], .build = kiln_build_llama}
+
+/* qwen2/qwen3/phi3 differ from llama only in tensors the builder finds bound
+ * (biases, q/k norms, fused views) and in the RoPE layout */
 static const struct kiln_arch arches[] = {
-    {.name = "llama", .rope_mode = KT_ROPE_NORMAL, .qkv_bias = false, .build = kiln_build_llama},
-    {.name = "qwen2", .rope_mode = KT_ROPE_NEOX, .qkv_bias = true, .build = kiln_build_llama},
+    ROW("llama", KT_ROPE_NORMAL, llama_tensors),
+    ROW("qwen2", KT_ROPE_NEOX, qwen2_tensors),
+    ROW("qwen3", KT_ROPE_NEOX, qwen3_tensors),
+    ROW("phi3", KT_ROPE_NEOX, phi3_tensors),
 };
 
 const struct kiln_arch *kiln_arch_find(const char *name) {
     for (size_t i = 0; i < sizeof arches / sizeof arches[0]; i++)
         if (!strcmp(arches[i].name, name)) return &arches[i];
     return NULL;
+}
+
+void kiln_arch_list(char *buf, size_t size) {
+    size_t used = 0;
+    if (size) buf[0] = 0;
+    for (size_t i = 0; i < sizeof arches / sizeof arches[0] && used < size; i++) {
+        int n = snprintf(buf + used, size - used, "%s%s", i ? ", " : "", arches[i].name);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
 }

@@ -1,8 +1,9 @@
 /*
  * model.c - loading a llama-family model from GGUF: architecture row,
  * hyper-parameters from <arch>.* keys (checked for sense), vocabulary, and
- * every weight checked for type and shape and bound zero-copy into the file
- * mapping through a host buffer (the file's pages are the weights).
+ * the weights the row lists checked for type and shape and bound zero-copy
+ * into the file mapping through a host buffer (the file's pages are the
+ * weights); a file tensor the row does not list is refused.
  */
 #include "errf.h"
 #include "runtime.h"
@@ -109,7 +110,24 @@ struct binder {
     size_t errlen;
     int64_t n_done, n_total;
     struct kiln_model_params params;
+    bool *used; /* per file tensor: bound by some spec (a file tensor nobody binds is refused) */
 };
+
+static int64_t dim_size(const struct kiln_hparams *hp, enum kiln_dim d) {
+    switch (d) {
+    case KILN_DIM_NONE: return 1;
+    case KILN_DIM_EMBD: return hp->n_embd;
+    case KILN_DIM_VOCAB: return hp->n_vocab;
+    case KILN_DIM_HEAD: return hp->n_embd_head;
+    case KILN_DIM_ROT_PAIRS: return hp->n_rot / 2;
+    case KILN_DIM_Q: return hp->n_embd_head * hp->n_head;
+    case KILN_DIM_KV: return hp->n_embd_head * hp->n_head_kv;
+    case KILN_DIM_QKV: return hp->n_embd_head * (hp->n_head + 2 * hp->n_head_kv);
+    case KILN_DIM_FF: return hp->n_ff;
+    case KILN_DIM_FF2: return 2 * hp->n_ff;
+    }
+    return -1;
+}
 
 /* Find name in the file, check its type is usable and its shape is exactly ne, bind it. */
 static struct kt_tensor *bind(struct binder *b, const char *name, int n_dims, int64_t ne0, int64_t ne1,
@@ -120,6 +138,7 @@ static struct kt_tensor *bind(struct binder *b, const char *name, int n_dims, in
         if (!optional) kiln_errf(b->err, b->errlen, "missing tensor '%s'", name);
         return NULL;
     }
+    b->used[ti] = true;
     const struct gguf_tensor_info *info = gguf_tensor(m->gguf, ti);
     const int64_t want[2] = {ne0, ne1};
     bool ok = info->n_dims <= 2 || (info->ne[2] == 1 && info->ne[3] == 1);
@@ -148,6 +167,33 @@ static struct kt_tensor *bind(struct binder *b, const char *name, int n_dims, in
     return t;
 }
 
+/* Bind one spec of the architecture's row into the struct at base (the model or
+ * layer il); a fused tensor's row ranges become views (no copies: the mapping's
+ * pages are shared). Absent and optional leaves the field NULL. */
+static bool bind_spec(struct binder *b, const struct kiln_tensor_spec *s, int64_t il, void *base) {
+    const struct kiln_hparams *hp = &b->m->hp;
+    char name[128];
+    if (s->per_layer)
+        snprintf(name, sizeof name, "blk.%lld.%s", (long long)il, s->name);
+    else
+        snprintf(name, sizeof name, "%s", s->name);
+    struct kt_tensor *t = bind(b, name, s->ne1 == KILN_DIM_NONE ? 1 : 2, dim_size(hp, s->ne0), dim_size(hp, s->ne1),
+                               s->optional);
+    if (!t) return !b->err[0];
+    *(struct kt_tensor **)((char *)base + s->field) = t;
+    int64_t row0 = 0;
+    for (int k = 0; k < 3 && s->split[k].rows != KILN_DIM_NONE; k++) {
+        const int64_t rows = dim_size(hp, s->split[k].rows);
+        struct kt_tensor *v = kt_view_2d(b->m->wctx, t, t->ne[0], rows, t->nb[1], (size_t)row0 * t->nb[1]);
+        if (!v) return kiln_errf(b->err, b->errlen, "tensor '%s': %s", name, kt_last_error());
+        kt_format_name(v, "%.40s[%lld:%lld]", name, (long long)row0, (long long)(row0 + rows));
+        kt_set_param(v);
+        *(struct kt_tensor **)((char *)base + s->split[k].field) = v;
+        row0 += rows;
+    }
+    return true;
+}
+
 static bool progress(struct binder *b) {
     b->n_done++;
     if (b->params.progress && !b->params.progress((float)b->n_done / (float)b->n_total, b->params.progress_data))
@@ -155,56 +201,47 @@ static bool progress(struct binder *b) {
     return true;
 }
 
-#define BIND(dst, ...)                                 \
-    do {                                               \
-        if (!((dst) = bind(&b, __VA_ARGS__, false)))   \
-            return false;                              \
-    } while (0)
+static bool bind_all(struct binder *b) {
+    struct kiln_model *m = b->m;
+    const struct kiln_arch *a = m->arch;
+    for (size_t i = 0; i < a->n_tensors; i++)
+        if (!a->tensors[i].per_layer && !bind_spec(b, &a->tensors[i], 0, m)) return false;
+    if (!m->output) m->output = m->tok_embd; /* tied embeddings */
+    if (!progress(b)) return false;
+
+    m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
+    if (!m->layers) return kiln_errf(b->err, b->errlen, "out of memory");
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        for (size_t i = 0; i < a->n_tensors; i++)
+            if (a->tensors[i].per_layer && !bind_spec(b, &a->tensors[i], il, &m->layers[il])) return false;
+        if (!progress(b)) return false;
+    }
+    /* nothing is ignored: a tensor no spec binds would change the model's meaning
+     * (as llama.cpp, which refuses a file whose tensor count differs from what it loads) */
+    for (int64_t ti = 0; ti < gguf_n_tensors(m->gguf); ti++) {
+        if (b->used[ti]) continue;
+        const struct gguf_str *n = &gguf_tensor(m->gguf, ti)->name;
+        return kiln_errf(b->err, b->errlen, "tensor '%.*s' is not used by architecture '%s' (kiln cannot run this file)",
+                         (int)(n->len > 96 ? 96 : n->len), n->ptr, a->name);
+    }
+    return true;
+}
 
 static bool load_tensors(struct kiln_model *m, struct kiln_model_params params, char *err, size_t errlen) {
     const struct kiln_hparams *hp = &m->hp;
-    const int64_t n_embd = hp->n_embd, n_q = hp->n_embd_head * hp->n_head, n_kv = hp->n_embd_head * hp->n_head_kv;
-    size_t meta = (size_t)(hp->n_layer * 16 + 8) * kt_tensor_overhead();
+    /* every spec once per layer plus up to three views each */
+    size_t meta = (size_t)(hp->n_layer + 1) * (m->arch->n_tensors * 4) * kt_tensor_overhead();
     m->wctx = kt_init((struct kt_init_params){.mem_size = meta, .no_alloc = true});
     m->wbuf = kt_buffer_from_host_ptr((void *)gguf_base(m->gguf), gguf_size(m->gguf));
     if (!m->wctx || !m->wbuf) return kiln_errf(err, errlen, "%s", kt_last_error());
     kt_buffer_set_usage(m->wbuf, KT_BUFFER_USAGE_WEIGHTS);
 
-    struct binder b = {m, err, errlen, 0, 3 + hp->n_layer, params};
-    BIND(m->tok_embd, "token_embd.weight", 2, n_embd, hp->n_vocab);
-    BIND(m->output_norm, "output_norm.weight", 1, n_embd, 1);
-    m->output = bind(&b, "output.weight", 2, n_embd, hp->n_vocab, true);
-    if (!m->output) {
-        if (err[0]) return false; /* present but wrong */
-        m->output = m->tok_embd;  /* tied embeddings */
-    }
-    m->rope_freqs = bind(&b, "rope_freqs.weight", 1, hp->n_rot / 2, 1, true);
-    if (!m->rope_freqs && err[0]) return false;
-    if (!progress(&b) || !progress(&b) || !progress(&b)) return false;
-
-    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
-    if (!m->layers) return kiln_errf(err, errlen, "out of memory");
-    for (int64_t il = 0; il < hp->n_layer; il++) {
-        struct kiln_layer *L = &m->layers[il];
-        char name[96];
-#define LNAME(s) (snprintf(name, sizeof name, "blk.%lld." s, (long long)il), name)
-        BIND(L->attn_norm, LNAME("attn_norm.weight"), 1, n_embd, 1);
-        BIND(L->wq, LNAME("attn_q.weight"), 2, n_embd, n_q);
-        BIND(L->wk, LNAME("attn_k.weight"), 2, n_embd, n_kv);
-        BIND(L->wv, LNAME("attn_v.weight"), 2, n_embd, n_kv);
-        BIND(L->wo, LNAME("attn_output.weight"), 2, n_q, n_embd);
-        if (m->arch->qkv_bias) {
-            BIND(L->bq, LNAME("attn_q.bias"), 1, n_q, 1);
-            BIND(L->bk, LNAME("attn_k.bias"), 1, n_kv, 1);
-            BIND(L->bv, LNAME("attn_v.bias"), 1, n_kv, 1);
-        }
-        BIND(L->ffn_norm, LNAME("ffn_norm.weight"), 1, n_embd, 1);
-        BIND(L->w_gate, LNAME("ffn_gate.weight"), 2, n_embd, hp->n_ff);
-        BIND(L->w_up, LNAME("ffn_up.weight"), 2, n_embd, hp->n_ff);
-        BIND(L->w_down, LNAME("ffn_down.weight"), 2, hp->n_ff, n_embd);
-#undef LNAME
-        if (!progress(&b)) return false;
-    }
+    struct binder b = {m, err, errlen, 0, 1 + hp->n_layer, params, NULL};
+    b.used = calloc((size_t)gguf_n_tensors(m->gguf) + 1, sizeof *b.used);
+    if (!b.used) return kiln_errf(err, errlen, "out of memory");
+    bool ok = bind_all(&b);
+    free(b.used);
+    if (!ok) return false;
     /* bias and norm weights are read as F32 by the element-wise kernels */
     for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t))
         if (kt_n_dims(t) == 1 && t->type != KT_TYPE_F32)
@@ -238,7 +275,9 @@ struct kiln_model *kiln_model_load(const char *path, struct kiln_model_params pa
     snprintf(arch_name, sizeof arch_name, "%.*s", (int)(arch.len < 63 ? arch.len : 63), arch.ptr);
     m->arch = kiln_arch_find(arch_name);
     if (!m->arch) {
-        kiln_errf(err, errlen, "%s: architecture '%s' is not supported (kiln runs llama, qwen2)", path, arch_name);
+        char list[128];
+        kiln_arch_list(list, sizeof list);
+        kiln_errf(err, errlen, "%s: architecture '%s' is not supported (kiln runs %s)", path, arch_name, list);
         goto error;
     }
     struct gguf_str name;
@@ -288,7 +327,7 @@ void kiln_model_desc(const struct kiln_model *m, char *buf, size_t size) {
     /* the most common 2-D weight type names the model, as llama-bench does */
     int64_t count[KT_TYPE_COUNT] = {0};
     for (struct kt_tensor *t = m->wctx ? kt_get_first_tensor(m->wctx) : NULL; t; t = kt_get_next_tensor(m->wctx, t))
-        if (kt_n_dims(t) == 2 && (unsigned)t->type < KT_TYPE_COUNT) count[t->type] += kt_nelements(t);
+        if (kt_n_dims(t) == 2 && !t->view_src && (unsigned)t->type < KT_TYPE_COUNT) count[t->type] += kt_nelements(t);
     int best = 0;
     for (int i = 1; i < KT_TYPE_COUNT; i++)
         if (count[i] > count[best]) best = i;

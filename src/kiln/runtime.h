@@ -16,13 +16,18 @@
 
 /* ---- model */
 
+/* A layer's weights; which of them an architecture has is its row's tensor list
+ * (arch.c). Fused tensors are bound once and the per-role pointers view their rows. */
 struct kiln_layer {
-    struct kt_tensor *attn_norm;         /* [n_embd] */
-    struct kt_tensor *wq, *wk, *wv, *wo; /* [n_embd, n_embd], [n_embd, n_embd_kv] x2, [n_embd, n_embd] */
-    struct kt_tensor *bq, *bk, *bv;      /* optional biases (qwen2) */
-    struct kt_tensor *ffn_norm;          /* [n_embd] */
-    struct kt_tensor *w_gate, *w_up;     /* [n_embd, n_ff] */
-    struct kt_tensor *w_down;            /* [n_ff, n_embd] */
+    struct kt_tensor *attn_norm;                 /* [n_embd] */
+    struct kt_tensor *wq, *wk, *wv, *wo;         /* [n_embd, n_q], [n_embd, n_embd_kv] x2, [n_q, n_embd] */
+    struct kt_tensor *wqkv;                      /* fused [n_embd, n_q + 2 n_embd_kv] (phi3); wq/wk/wv view it */
+    struct kt_tensor *bq, *bk, *bv;              /* q/k/v biases (qwen2) */
+    struct kt_tensor *attn_q_norm, *attn_k_norm; /* [n_embd_head]: RMS norm of each q/k head (qwen3) */
+    struct kt_tensor *ffn_norm;                  /* [n_embd] */
+    struct kt_tensor *w_gate, *w_up;             /* [n_embd, n_ff] */
+    struct kt_tensor *w_gate_up;                 /* fused [n_embd, 2 n_ff], gate rows then up (phi3) */
+    struct kt_tensor *w_down;                    /* [n_ff, n_embd] */
 };
 
 struct kiln_arch;
@@ -45,8 +50,7 @@ struct kiln_model {
     size_t weight_bytes;
 };
 
-/* One row per architecture: how to read its hyper-parameters, which tensors it
- * has, and how its graph is built. */
+/* What a graph builder gets for one batch. */
 struct kiln_graph_in {
     struct kt_context *ctx;
     const struct kiln_model *model;
@@ -59,15 +63,51 @@ struct kiln_graph_in {
     int64_t kv_head; /* first cache cell of this batch */
 };
 
+/* A weight's extent in the units of the hyper-parameters. */
+enum kiln_dim {
+    KILN_DIM_NONE = 0, /* 1-D tensors' second dimension */
+    KILN_DIM_EMBD,     /* n_embd */
+    KILN_DIM_VOCAB,    /* n_vocab */
+    KILN_DIM_HEAD,     /* n_embd_head */
+    KILN_DIM_ROT_PAIRS,/* n_rot / 2 */
+    KILN_DIM_Q,        /* n_embd_head * n_head */
+    KILN_DIM_KV,       /* n_embd_head * n_head_kv */
+    KILN_DIM_QKV,      /* Q + 2 KV (fused q|k|v rows) */
+    KILN_DIM_FF,       /* n_ff */
+    KILN_DIM_FF2,      /* 2 n_ff (fused gate|up rows) */
+};
+
+/* One tensor of an architecture: its GGUF name (per-layer ones without the
+ * "blk.N." prefix), shape, whether a file may lack it, and where it is bound:
+ * a field of kiln_model or of kiln_layer (by offset). A fused tensor also
+ * splits its rows, in order, into views bound to other fields. */
+struct kiln_tensor_spec {
+    const char *name;
+    bool per_layer;
+    bool optional;
+    enum kiln_dim ne0, ne1;
+    size_t field;
+    struct {
+        size_t field;
+        enum kiln_dim rows;
+    } split[3]; /* rows == KILN_DIM_NONE ends the list */
+};
+
+/* One row per architecture: everything that says what it is. The
+ * hyper-parameters are the <name>.* keys every row shares (model.c); an
+ * absent output.weight means the output is tied to token_embd.weight. */
 struct kiln_arch {
     const char *name;
-    int rope_mode;  /* KT_ROPE_NORMAL / KT_ROPE_NEOX */
-    bool qkv_bias;  /* q/k/v biases present */
+    int rope_mode; /* KT_ROPE_NORMAL / KT_ROPE_NEOX */
+    const struct kiln_tensor_spec *tensors; /* every tensor a file of this architecture may hold */
+    size_t n_tensors;
     /* builds and returns the logits tensor [n_vocab, n_outputs] */
     struct kt_tensor *(*build)(const struct kiln_graph_in *in);
 };
 
 const struct kiln_arch *kiln_arch_find(const char *name);
+/* "llama, qwen2, ..." into buf, for messages */
+void kiln_arch_list(char *buf, size_t size);
 struct kt_tensor *kiln_build_llama(const struct kiln_graph_in *in);
 
 /* ---- KV cache */

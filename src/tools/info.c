@@ -1,11 +1,13 @@
 /*
- * info.c - `kiln info`: what a GGUF file holds (architecture, hyper-parameters,
- * tokenizer, tensors by type and size) as text or one JSON object, and
+ * info.c - `kiln info`: what a GGUF file holds (architecture and whether kiln
+ * can run it, hyper-parameters, tokenizer, tensors by type and size) as text or
+ * one JSON object, and
  * `--tensor NAME --dump OUT.f32` to write one tensor dequantized to float32.
  */
 #include "tools.h"
 
 #include "gguf.h"
+#include "kiln.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -170,10 +172,16 @@ struct summary {
     int64_t count[KT_TYPE_COUNT];
     uint64_t bytes[KT_TYPE_COUNT];
     uint64_t total_bytes, total_elements;
+    bool runs;          /* kiln_model_load accepts the file */
+    char why_not[256];  /* its error when not */
 };
 
-static void summarize(const struct gguf_file *g, struct summary *s) {
+static void summarize(const char *path, const struct gguf_file *g, struct summary *s) {
     memset(s, 0, sizeof *s);
+    /* the runtime's own loader decides: architecture row, hyper-parameters, every tensor */
+    struct kiln_model *m = kiln_model_load(path, kiln_model_default_params(), s->why_not, sizeof s->why_not);
+    s->runs = m != NULL;
+    kiln_model_free(m);
     s->has_arch = gguf_get_str(g, "general.architecture", &s->arch);
     s->has_name = gguf_get_str(g, "general.name", &s->name);
     s->has_tok_model = gguf_get_str(g, "tokenizer.ggml.model", &s->tok_model);
@@ -236,6 +244,7 @@ static void print_text(FILE *f, const char *path, const struct gguf_file *g, con
         print_str(f, s->arch, false);
     else
         fputs("(none)", f);
+    fprintf(f, "\nkiln runs it: %s%s", s->runs ? "yes" : "no: ", s->runs ? "" : s->why_not);
     fputs("\nname: ", f);
     if (s->has_name)
         print_str(f, s->name, false);
@@ -289,6 +298,11 @@ static void print_json(FILE *f, const char *path, const struct gguf_file *g, con
             gguf_version(g), gguf_size(g), gguf_alignment(g), gguf_data_offset(g));
     fputs(",\n \"architecture\": ", f);
     json_opt_str(f, s->has_arch, s->arch);
+    fprintf(f, ", \"runnable\": %s, \"not_runnable_because\": ", s->runs ? "true" : "false");
+    if (s->runs)
+        fputs("null", f);
+    else
+        json_text(f, s->why_not, strlen(s->why_not));
     fputs(", \"name\": ", f);
     json_opt_str(f, s->has_name, s->name);
     fputs(",\n \"tokenizer\": {\"model\": ", f);
@@ -433,7 +447,7 @@ int cmd_info(int argc, char **argv) {
         rc = dump_tensor(g, model, tensor, dump);
     } else {
         struct summary s;
-        summarize(g, &s);
+        summarize(model, g, &s);
         if (json)
             print_json(stdout, model, g, &s, tensors);
         else

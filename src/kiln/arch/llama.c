@@ -1,6 +1,8 @@
 /*
  * llama.c - the llama graph (LLaMA 1/2/3, Mistral, TinyLlama, SmolLM, CodeLlama
- * shapes, and qwen2, which adds q/k/v biases and NeoX RoPE), read top to bottom:
+ * shapes; qwen2 adds q/k/v biases, qwen3 per-head q/k RMS norms, phi3 fused
+ * weights seen as views, all three NeoX RoPE; each is used where the
+ * architecture's row bound it), read top to bottom:
  * embeddings; per layer RMSNorm, q/k/v projections, RoPE, the new k/v written
  * into the cache, grouped-query attention over the cache, output projection
  * and residual; RMSNorm, SwiGLU feed-forward and residual; final norm and the
@@ -34,8 +36,14 @@ static struct kt_tensor *attention(const struct kiln_graph_in *in, int il, struc
                                 .n_ctx_orig = (int32_t)hp->n_ctx_train,
                                 .freq_base = hp->rope_freq_base,
                                 .freq_scale = hp->rope_freq_scale};
-    q = kt_rope_ext(ctx, kt_reshape_3d(ctx, q, D, H, T), in->pos, m->rope_freqs, rp);   /* [D, H, T] */
-    k = kt_rope_ext(ctx, kt_reshape_3d(ctx, k, D, Hkv, T), in->pos, m->rope_freqs, rp); /* [D, Hkv, T] */
+    q = kt_reshape_3d(ctx, q, D, H, T);   /* [D, H, T] */
+    k = kt_reshape_3d(ctx, k, D, Hkv, T); /* [D, Hkv, T] */
+    if (L->attn_q_norm) { /* qwen3: each head RMS-normed before RoPE */
+        q = kt_mul(ctx, kt_rms_norm(ctx, q, hp->norm_rms_eps), L->attn_q_norm);
+        k = kt_mul(ctx, kt_rms_norm(ctx, k, hp->norm_rms_eps), L->attn_k_norm);
+    }
+    q = kt_rope_ext(ctx, q, in->pos, m->rope_freqs, rp);
+    k = kt_rope_ext(ctx, k, in->pos, m->rope_freqs, rp);
 
     /* write this batch's k and v into cells [kv_head, kv_head + T) */
     struct kt_tensor *kc = kv->k[il], *vc = kv->v[il];
