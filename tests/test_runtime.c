@@ -231,14 +231,15 @@ static void check_sequences(const char *model_file) {
     kiln_model_free(m);
 }
 
-/* Other KV cache types stay close to llama.cpp's F16-cache logits. */
-static void check_kv_types(void) {
+/* Other KV cache types stay close to llama.cpp's F16-cache logits (model MODEL.gguf,
+ * reference MODEL-0). */
+static void check_kv_types(const char *model, double tol) {
     char path[1024], err[512];
-    snprintf(path, sizeof path, "%s/models/kjv-f16.gguf", shared);
+    snprintf(path, sizeof path, "%s/models/%s.gguf", shared, model);
     struct kiln_model *m = kiln_model_load(path, kiln_model_default_params(), err, sizeof err);
-    snprintf(path, sizeof path, "%s/reference/kjv-f16-0.json", shared);
+    snprintf(path, sizeof path, "%s/reference/%s-0.json", shared, model);
     char *json = tu_read_file(path, NULL);
-    snprintf(path, sizeof path, "%s/reference/kjv-f16-0.logits", shared);
+    snprintf(path, sizeof path, "%s/reference/%s-0.logits", shared, model);
     float *ref = (float *)tu_read_file(path, NULL);
     CHECK(m && json && ref);
     if (!m || !json || !ref) goto out;
@@ -254,11 +255,12 @@ static void check_kv_types(void) {
         cp.n_ctx = 256;
         cp.type_k = cp.type_v = types[t];
         struct kiln_context *ctx = kiln_context_new(m, cp, err, sizeof err);
-        CHECKF(ctx != NULL, "%s KV cache: %s", kt_type_name(types[t]), err);
+        CHECKF(ctx != NULL, "%s: %s KV cache: %s", model, kt_type_name(types[t]), err);
         if (ctx && run_prompt(ctx, ids, n, n, logits, V))
             for (int k = 0; k < np; k++) {
                 double e = tu_nmse(logits + (size_t)pos_d[k] * V, ref + (size_t)k * V, V);
-                CHECKF(e < 1e-4, "%s KV cache: position %d nmse %.3g", kt_type_name(types[t]), (int)pos_d[k], e);
+                CHECKF(e < tol, "%s: %s KV cache: position %d nmse %.3g", model, kt_type_name(types[t]),
+                       (int)pos_d[k], e);
             }
         kiln_context_free(ctx);
     }
@@ -288,7 +290,14 @@ int main(void) {
     CHECK(n_ref >= 24);
     check_invariance("kjv-q4_0.gguf");
     check_invariance("kjv-f16.gguf");
+    /* Llama 3's rope factors, qwen3's q/k norms and phi3's fused views in decode too */
+    check_invariance("llama3-kjv-q4_0.gguf");
+    check_invariance("qwen3-kjv-q4_0.gguf");
+    check_invariance("phi3-kjv-q4_0.gguf");
     check_sequences("kjv-q8_0.gguf");
-    check_kv_types();
+    check_kv_types("kjv-f16", 1e-4);
+    check_kv_types("llama3-kjv-q4_0", 5e-4);
+    check_kv_types("qwen3-kjv-q4_0", 5e-4);
+    check_kv_types("phi3-kjv-q4_0", 5e-4);
     return tu_finish("test_runtime");
 }

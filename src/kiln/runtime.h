@@ -131,6 +131,16 @@ struct kiln_kv_cache {
 bool kiln_kv_init(struct kiln_kv_cache *kv, const struct kiln_model *m, uint32_t size, enum kt_type type_k,
                   enum kt_type type_v, struct kt_buffer_type *buft, char *err, size_t errlen);
 void kiln_kv_free(struct kiln_kv_cache *kv);
+/* Graph side (kv_graph.c): store this batch's k [D, Hkv, T] (contiguous) and v
+ * [D*Hkv, T] in layer il's cells [kv_head, kv_head + T) and return what
+ * attention reads, ordered after those stores: k [D, n_kv, Hkv] in the cache's
+ * type and v [n_kv, D, Hkv]. Every builder goes through this. */
+struct kiln_graph_in;
+struct kiln_kv_views {
+    struct kt_tensor *k, *v;
+};
+struct kiln_kv_views kiln_kv_store(const struct kiln_graph_in *in, int il, struct kt_tensor *k,
+                                   struct kt_tensor *v);
 /* first cell of a run of n free cells, or -1 */
 int64_t kiln_kv_find_slot(const struct kiln_kv_cache *kv, uint32_t n);
 /* cells [0, n_kv) cover every used cell, padded */

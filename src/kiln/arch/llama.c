@@ -19,9 +19,7 @@ static struct kt_tensor *attention(const struct kiln_graph_in *in, int il, struc
     const struct kiln_model *m = in->model;
     const struct kiln_hparams *hp = &m->hp;
     const struct kiln_layer *L = &m->layers[il];
-    const struct kiln_kv_cache *kv = &in->kctx->kv;
     const int64_t T = in->n_tokens, D = hp->n_embd_head, H = hp->n_head, Hkv = hp->n_head_kv;
-    const int64_t n_embd_kv = D * Hkv;
 
     struct kt_tensor *q = kt_mul_mat(ctx, L->wq, cur); /* [D*H, T] */
     struct kt_tensor *k = kt_mul_mat(ctx, L->wk, cur); /* [D*Hkv, T] */
@@ -45,37 +43,9 @@ static struct kt_tensor *attention(const struct kiln_graph_in *in, int il, struc
     q = kt_rope_ext(ctx, q, in->pos, m->rope_freqs, rp);
     k = kt_rope_ext(ctx, k, in->pos, m->rope_freqs, rp);
 
-    /* write this batch's k and v into cells [kv_head, kv_head + T) */
-    struct kt_tensor *kc = kv->k[il], *vc = kv->v[il];
-    size_t krow = kt_row_size(kv->type_k, n_embd_kv);
-    struct kt_tensor *k_dst = kt_view_2d(ctx, kc, n_embd_kv, T, krow, krow * (size_t)in->kv_head);
-    struct kt_tensor *k_st = kt_cpy(ctx, kt_reshape_2d(ctx, k, n_embd_kv, T), k_dst);
-    struct kt_tensor *v_st;
-    if (kv->v_trans) {
-        size_t es = kt_type_size(kv->type_v);
-        struct kt_tensor *v_dst = kt_view_2d(ctx, vc, T, n_embd_kv, kv->size * es, es * (size_t)in->kv_head);
-        v_st = kt_cpy(ctx, kt_transpose(ctx, v), v_dst);
-    } else {
-        size_t vrow = kt_row_size(kv->type_v, n_embd_kv);
-        struct kt_tensor *v_dst = kt_view_2d(ctx, vc, n_embd_kv, T, vrow, vrow * (size_t)in->kv_head);
-        v_st = kt_cpy(ctx, v, v_dst);
-    }
-
-    /* attention reads the cache through views that depend on the stores above */
-    const int64_t n_kv = in->n_kv;
-    struct kt_tensor *K = kt_view_3d(ctx, kc, D, n_kv, Hkv, krow, kt_row_size(kv->type_k, D), 0);
-    K->src[1] = k_st; /* ordering edge: the view is read after the store */
-    struct kt_tensor *V;
-    if (kv->v_trans) {
-        size_t es = kt_type_size(kv->type_v);
-        V = kt_view_3d(ctx, vc, n_kv, D, Hkv, kv->size * es, kv->size * es * (size_t)D, 0);
-        V->src[1] = v_st;
-    } else {
-        size_t vrow = kt_row_size(kv->type_v, n_embd_kv);
-        struct kt_tensor *Vr = kt_view_3d(ctx, vc, D, n_kv, Hkv, vrow, kt_row_size(kv->type_v, D), 0);
-        Vr->src[1] = v_st;
-        V = kt_cont(ctx, kt_transpose(ctx, kt_cast(ctx, Vr, KT_TYPE_F32))); /* [n_kv, D, Hkv] */
-    }
+    /* into the cache; K [D, n_kv, Hkv] and V [n_kv, D, Hkv] read it back after the stores */
+    const struct kiln_kv_views kv = kiln_kv_store(in, il, k, v);
+    struct kt_tensor *K = kv.k, *V = kv.v;
 
     struct kt_tensor *qp = kt_permute(ctx, q, 0, 2, 1, 3);           /* [D, T, H] */
     struct kt_tensor *kq = kt_mul_mat(ctx, K, qp);                    /* [n_kv, T, H] */
