@@ -157,6 +157,10 @@ struct kiln_model_params kiln_model_default_params(void);
  * shape, unsupported architecture ... named). */
 struct kiln_model *kiln_model_load(const char *path, struct kiln_model_params params, char *err, size_t errlen);
 void kiln_model_free(struct kiln_model *model);
+/* The architectures kiln runs (general.architecture values): is name one, and all
+ * of them as "llama, qwen2, ..." into buf. */
+bool kiln_arch_supported(const char *name);
+void kiln_arch_list(char *buf, size_t size);
 const struct kiln_hparams *kiln_model_hparams(const struct kiln_model *model);
 const struct kiln_vocab *kiln_model_vocab(const struct kiln_model *model);
 const char *kiln_model_arch(const struct kiln_model *model);
@@ -533,6 +537,7 @@ bool kiln_quantize_file(const char *in, const char *out, const struct kiln_quant
  */
 struct kiln_synth_params {
     const char *preset;     /* "tiny", "tinyllama-1.1b", "llama-7b" */
+    const char *arch;       /* an architecture kiln runs (its required tensors); NULL: "llama" */
     enum kt_type type;      /* F32, F16, BF16, Q8_0, Q4_0 (quantized: llama.cpp's mix for that type) */
     const char *vocab_path; /* GGUF file whose tokenizer.* keys to use, or NULL for a synthetic SPM vocab */
     uint64_t seed;

@@ -6,8 +6,8 @@
 # and where llama.cpp's peer is built (../shared/peer), every
 # TYPE, with its mix and --pure, on two synthetic models (rows of 64, GQA 4,
 # a feed-forward width that is not whole 256-blocks), and from F32 and BF16
-# inputs, gives the same file as llama_model_quantize, and ggml's reader accepts
-# every output.
+# inputs, and qwen2/qwen3/phi3 synthetic models (fused tensors included), gives
+# the same file as llama_model_quantize, and ggml's reader accepts every output.
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" quantize
 peer=${KILN_PEER:-/tmp/kiln-peer/peer}
@@ -86,6 +86,18 @@ if [ -x "$peer" ]; then
         check "peer gguf $m $t $pure" exit_is 0 "$peer" gguf "$tmp/k.gguf"
       done
     done
+  done
+  # the other architectures' tensors (qwen2's biases, qwen3's q/k norms, phi3's fused
+  # attn_qkv and gate|up ffn_up): llama.cpp's rules for them, every type on phi3
+  for a in qwen2 qwen3 phi3; do
+    check "synth small $a" exit_is 0 "$kiln" synth --preset small --arch "$a" -o "$tmp/$a.gguf" --seed 5
+    for t in "${!ftype[@]}"; do
+      [ "$a" != phi3 ] && case $t in Q4_0|Q4_K_M|Q2_K|Q3_K_M|IQ4_XS) ;; *) continue ;; esac
+      check "peer $a $t" exit_is 0 "$peer" quantize "$tmp/$a.gguf" "$tmp/p.gguf" "${ftype[$t]}"
+      check "kiln $a $t" exit_is 0 "$kiln" quantize "$tmp/$a.gguf" "$tmp/k.gguf" "$t"
+      check "$a $t = llama.cpp's file" cmp "$tmp/k.gguf" "$tmp/p.gguf"
+    done
+    check "kiln runs a quantized $a file" exit_is 0 "$kiln" run -m "$tmp/k.gguf" -p "hi" -n 2
   done
   # F32 and BF16 inputs go through their own row converters
   for it in F32 BF16; do

@@ -18,6 +18,8 @@ check "no -o" exit_is 2 "$kiln" synth --preset tiny
 check "no --preset" exit_is 2 "$kiln" synth -o "$tmp/x.gguf"
 check "bad preset" exit_is 2 "$kiln" synth --preset huge -o "$tmp/x.gguf"
 check "bad preset named" err_has "unknown preset 'huge'"
+check "bad arch" exit_is 2 "$kiln" synth --preset tiny --arch gpt2 -o "$tmp/x.gguf"
+check "bad arch named" err_has "unknown --arch 'gpt2' (llama, qwen2, qwen3, phi3)"
 check "bad type" exit_is 2 "$kiln" synth --preset tiny --type Q4_K -o "$tmp/x.gguf"
 check "bad type named" err_has "'Q4_K'"
 check "bad type 2" exit_is 2 "$kiln" synth --preset tiny --type nonsense -o "$tmp/x.gguf"

@@ -93,6 +93,24 @@ const struct kiln_arch *kiln_arch_find(const char *name) {
     return NULL;
 }
 
+bool kiln_arch_supported(const char *name) { return name && kiln_arch_find(name) != NULL; }
+
+int64_t kiln_dim_size(const struct kiln_hparams *hp, enum kiln_dim d) {
+    switch (d) {
+    case KILN_DIM_NONE: return 1;
+    case KILN_DIM_EMBD: return hp->n_embd;
+    case KILN_DIM_VOCAB: return hp->n_vocab;
+    case KILN_DIM_HEAD: return hp->n_embd_head;
+    case KILN_DIM_ROT_PAIRS: return hp->n_rot / 2;
+    case KILN_DIM_Q: return hp->n_embd_head * hp->n_head;
+    case KILN_DIM_KV: return hp->n_embd_head * hp->n_head_kv;
+    case KILN_DIM_QKV: return hp->n_embd_head * (hp->n_head + 2 * hp->n_head_kv);
+    case KILN_DIM_FF: return hp->n_ff;
+    case KILN_DIM_FF2: return 2 * hp->n_ff;
+    }
+    return -1;
+}
+
 void kiln_arch_list(char *buf, size_t size) {
     size_t used = 0;
     if (size) buf[0] = 0;

@@ -113,22 +113,6 @@ struct binder {
     bool *used; /* per file tensor: bound by some spec (a file tensor nobody binds is refused) */
 };
 
-static int64_t dim_size(const struct kiln_hparams *hp, enum kiln_dim d) {
-    switch (d) {
-    case KILN_DIM_NONE: return 1;
-    case KILN_DIM_EMBD: return hp->n_embd;
-    case KILN_DIM_VOCAB: return hp->n_vocab;
-    case KILN_DIM_HEAD: return hp->n_embd_head;
-    case KILN_DIM_ROT_PAIRS: return hp->n_rot / 2;
-    case KILN_DIM_Q: return hp->n_embd_head * hp->n_head;
-    case KILN_DIM_KV: return hp->n_embd_head * hp->n_head_kv;
-    case KILN_DIM_QKV: return hp->n_embd_head * (hp->n_head + 2 * hp->n_head_kv);
-    case KILN_DIM_FF: return hp->n_ff;
-    case KILN_DIM_FF2: return 2 * hp->n_ff;
-    }
-    return -1;
-}
-
 /* Find name in the file, check its type is usable and its shape is exactly ne, bind it. */
 static struct kt_tensor *bind(struct binder *b, const char *name, int n_dims, int64_t ne0, int64_t ne1,
                               bool optional) {
@@ -177,13 +161,13 @@ static bool bind_spec(struct binder *b, const struct kiln_tensor_spec *s, int64_
         snprintf(name, sizeof name, "blk.%lld.%s", (long long)il, s->name);
     else
         snprintf(name, sizeof name, "%s", s->name);
-    struct kt_tensor *t = bind(b, name, s->ne1 == KILN_DIM_NONE ? 1 : 2, dim_size(hp, s->ne0), dim_size(hp, s->ne1),
+    struct kt_tensor *t = bind(b, name, s->ne1 == KILN_DIM_NONE ? 1 : 2, kiln_dim_size(hp, s->ne0), kiln_dim_size(hp, s->ne1),
                                s->optional);
     if (!t) return !b->err[0];
     *(struct kt_tensor **)((char *)base + s->field) = t;
     int64_t row0 = 0;
     for (int k = 0; k < 3 && s->split[k].rows != KILN_DIM_NONE; k++) {
-        const int64_t rows = dim_size(hp, s->split[k].rows);
+        const int64_t rows = kiln_dim_size(hp, s->split[k].rows);
         struct kt_tensor *v = kt_view_2d(b->m->wctx, t, t->ne[0], rows, t->nb[1], (size_t)row0 * t->nb[1]);
         if (!v) return kiln_errf(b->err, b->errlen, "tensor '%s': %s", name, kt_last_error());
         kt_format_name(v, "%.40s[%lld:%lld]", name, (long long)row0, (long long)(row0 + rows));

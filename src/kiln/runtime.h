@@ -106,8 +106,8 @@ struct kiln_arch {
 };
 
 const struct kiln_arch *kiln_arch_find(const char *name);
-/* "llama, qwen2, ..." into buf, for messages */
-void kiln_arch_list(char *buf, size_t size);
+/* a dimension's size under these hyper-parameters */
+int64_t kiln_dim_size(const struct kiln_hparams *hp, enum kiln_dim d);
 struct kt_tensor *kiln_build_llama(const struct kiln_graph_in *in);
 
 /* ---- KV cache */

@@ -1,11 +1,13 @@
 /*
- * synth.c - kiln_synth: deterministic llama models with random weights. Every
+ * synth.c - kiln_synth: deterministic llama-family models with random weights,
+ * the tensors of any architecture row (arch.c) kiln runs. Every
  * row of every tensor has its own counter-based random stream (seed, tensor,
  * row), so the bytes are the same on any machine and for any thread count, and
  * rows are generated while the writer streams them to the file.
  */
 #include "errf.h"
 #include "quant_mix.h"
+#include "runtime.h"
 
 #include "gguf.h"
 
@@ -290,42 +292,63 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
     if (!ftype_of(p->type, &ftype))
         return kiln_errf(err, errlen, "type %s is not one synth makes (F32, F16, BF16, Q8_0, Q4_0)", kt_type_name(p->type));
 
+    const char *arch_name = p->arch ? p->arch : "llama";
+    const struct kiln_arch *arch = kiln_arch_find(arch_name);
+    if (!arch) return kiln_errf(err, errlen, "architecture '%s' is not one kiln runs", arch_name);
+
     struct gguf_writer *w = gguf_writer_new();
     if (!w) return kiln_errf(err, errlen, "out of memory");
     char name[96];
     snprintf(name, sizeof name, "synth-%s", ps->name);
-    const int64_t head_dim = ps->n_embd / ps->n_head, n_embd_kv = head_dim * ps->n_head_kv;
+    const int64_t head_dim = ps->n_embd / ps->n_head;
     int64_t n_vocab = ps->n_vocab;
-    bool ok = gguf_writer_set_str(w, "general.architecture", "llama") && gguf_writer_set_str(w, "general.name", name) &&
-              gguf_writer_set_u32(w, "llama.context_length", (uint32_t)ps->n_ctx) &&
-              gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)ps->n_embd) &&
-              gguf_writer_set_u32(w, "llama.block_count", (uint32_t)ps->n_layer) &&
-              gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)ps->n_ff) &&
-              gguf_writer_set_u32(w, "llama.rope.dimension_count", (uint32_t)head_dim) &&
-              gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)ps->n_head) &&
-              gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)ps->n_head_kv) &&
-              gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f) &&
-              gguf_writer_set_f32(w, "llama.rope.freq_base", 10000.0f) &&
-              gguf_writer_set_u64(w, "kiln.synth.seed", p->seed);
+    bool ok = gguf_writer_set_str(w, "general.architecture", arch_name) && gguf_writer_set_str(w, "general.name", name);
+    /* <arch>.* hyper-parameters, as model.c reads them */
+    static const char *const hp_keys[] = {"context_length", "embedding_length", "block_count", "feed_forward_length",
+                                          "rope.dimension_count", "attention.head_count", "attention.head_count_kv"};
+    const int64_t hp_vals[] = {ps->n_ctx, ps->n_embd, ps->n_layer, ps->n_ff, head_dim, ps->n_head, ps->n_head_kv};
+    char key[128];
+    for (size_t i = 0; ok && i < sizeof hp_keys / sizeof hp_keys[0]; i++) {
+        snprintf(key, sizeof key, "%s.%s", arch_name, hp_keys[i]);
+        ok = gguf_writer_set_u32(w, key, (uint32_t)hp_vals[i]);
+    }
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch_name);
+    ok = ok && gguf_writer_set_f32(w, key, 1e-5f);
+    snprintf(key, sizeof key, "%s.rope.freq_base", arch_name);
+    ok = ok && gguf_writer_set_f32(w, key, 10000.0f) && gguf_writer_set_u64(w, "kiln.synth.seed", p->seed);
     if (!ok) kiln_errf(err, errlen, "%s", gguf_writer_error(w));
     if (ok) ok = p->vocab_path ? file_vocab(w, p->vocab_path, &n_vocab, err, errlen)
                                : synth_vocab(w, n_vocab, err, errlen);
     /* the file type last, where quantizing puts it: a quantized synth file is then byte for
      * byte the F32 synth file quantized (by kiln or llama.cpp) */
-    if (ok && !(gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)n_vocab) &&
+    snprintf(key, sizeof key, "%s.vocab_size", arch_name);
+    if (ok && !(gguf_writer_set_u32(w, key, (uint32_t)n_vocab) &&
                 gguf_writer_set_u32(w, "general.quantization_version", 2) &&
                 gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype)))
         ok = kiln_errf(err, errlen, "%s", gguf_writer_error(w));
 
-    /* tensors in llama.cpp's loader order (outside blocks first, by name within a block) */
-    static const struct {
-        const char *name;
-        int what; /* 0 [embd, vocab], 1 norm [embd], 2 [embd, embd], 3 [embd, embd_kv], 4 [ff, embd], 5 [embd, ff] */
-    } global[] = {{"output.weight", 0}, {"output_norm.weight", 1}, {"token_embd.weight", 0}},
-      block[] = {{"attn_k.weight", 3},   {"attn_norm.weight", 1}, {"attn_output.weight", 2},
-                 {"attn_q.weight", 2},   {"attn_v.weight", 3},    {"ffn_down.weight", 4},
-                 {"ffn_gate.weight", 5}, {"ffn_norm.weight", 1},  {"ffn_up.weight", 5}};
-    const int64_t n_global = 3, n_block = 9, n_t = n_global + n_block * ps->n_layer;
+    /* The row's required tensors and an untied output.weight (its other optional
+     * ones, e.g. rope_freqs, left out), in llama.cpp's loader order: outside blocks
+     * first, by name within each group. */
+    const struct kiln_hparams hp = {.n_embd = ps->n_embd, .n_layer = ps->n_layer, .n_head = ps->n_head,
+                                    .n_head_kv = ps->n_head_kv, .n_embd_head = head_dim, .n_ff = ps->n_ff,
+                                    .n_vocab = n_vocab, .n_rot = head_dim};
+    const struct kiln_tensor_spec *global[16], *block[16];
+    int64_t n_global = 0, n_block = 0;
+    for (size_t i = 0; i < arch->n_tensors; i++) {
+        const struct kiln_tensor_spec *sp = &arch->tensors[i];
+        if (sp->optional && strcmp(sp->name, "output.weight")) continue;
+        const struct kiln_tensor_spec **list = sp->per_layer ? block : global;
+        int64_t *n = sp->per_layer ? &n_block : &n_global;
+        if (*n == 16) {
+            ok = kiln_errf(err, errlen, "architecture '%s' has too many tensors for synth", arch_name);
+            break;
+        }
+        int64_t j = (*n)++; /* insertion sort by name */
+        for (; j > 0 && strcmp(list[j - 1]->name, sp->name) > 0; j--) list[j] = list[j - 1];
+        list[j] = sp;
+    }
+    const int64_t n_t = n_global + n_block * ps->n_layer;
     struct stensor *ts = calloc((size_t)n_t, sizeof *ts);
     const char **names = calloc((size_t)n_t, sizeof *names);
     size_t done = 0;
@@ -334,27 +357,25 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
     if (ok && (!ts || !names)) ok = kiln_errf(err, errlen, "out of memory");
     for (int64_t i = 0; ok && i < n_t; i++) {
         struct stensor *t = &ts[i];
-        int what;
+        const struct kiln_tensor_spec *sp;
         if (i < n_global) {
-            snprintf(t->name, sizeof t->name, "%s", global[i].name);
-            what = global[i].what;
+            sp = global[i];
+            snprintf(t->name, sizeof t->name, "%s", sp->name);
         } else {
             int64_t l = (i - n_global) / n_block, k = (i - n_global) % n_block;
-            snprintf(t->name, sizeof t->name, "blk.%lld.%s", (long long)l, block[k].name);
-            what = block[k].what;
+            sp = block[k];
+            snprintf(t->name, sizeof t->name, "blk.%lld.%s", (long long)l, sp->name);
         }
-        const int64_t shapes[6][2] = {{ps->n_embd, n_vocab}, {ps->n_embd, 1},       {ps->n_embd, ps->n_embd},
-                                      {ps->n_embd, n_embd_kv}, {ps->n_ff, ps->n_embd}, {ps->n_embd, ps->n_ff}};
-        t->ne[0] = shapes[what][0];
-        t->ne[1] = shapes[what][1];
-        t->n_dims = what == 1 ? 1 : 2;
-        t->ones = what == 1;
+        t->ne[0] = kiln_dim_size(&hp, sp->ne0);
+        t->ne[1] = kiln_dim_size(&hp, sp->ne1);
+        t->n_dims = sp->ne1 == KILN_DIM_NONE ? 1 : 2;
+        t->ones = t->n_dims == 1; /* norms (and biases) of ones */
         t->index = i;
         t->run = &run;
         names[i] = t->name;
     }
     struct kiln_qmix mix;
-    if (ok) kiln_qmix_init(&mix, ftype, false, "llama", ps->n_layer, ps->n_head, ps->n_head_kv, 0, names, n_t);
+    if (ok) kiln_qmix_init(&mix, ftype, false, arch_name, ps->n_layer, ps->n_head, ps->n_head_kv, 0, names, n_t);
     for (int64_t i = 0; ok && i < n_t; i++) {
         struct stensor *t = &ts[i];
         t->type = kiln_qmix_type(&mix, t->name, t->n_dims, t->ne, KT_TYPE_F32);

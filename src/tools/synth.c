@@ -1,7 +1,7 @@
 /*
- * synth.c - `kiln synth --preset NAME -o OUT.gguf`: write a deterministic llama
- * model with random weights (tests, benchmarks), streamed to the file with a
- * progress bar on a terminal.
+ * synth.c - `kiln synth --preset NAME -o OUT.gguf`: write a deterministic model
+ * with random weights (llama by default, or another architecture kiln runs) for
+ * tests and benchmarks, streamed to the file with a progress bar on a terminal.
  */
 #include "tools.h"
 
@@ -19,6 +19,7 @@ static void usage(FILE *f) {
                "  --preset NAME      tiny (2 layers, 64 embd), small (8 layers, 256 embd, GQA 4),\n"
                "                     tinyllama-1.1b, llama-7b\n"
                "  -o, --output FILE  the GGUF file to write\n"
+               "  --arch NAME        llama (default), qwen2, qwen3, phi3: that architecture's tensors\n"
                "  --type TYPE        F32, F16 (default), BF16, Q8_0, Q4_0 (llama.cpp's mix for that type)\n"
                "  --vocab FILE       take the tokenizer from this GGUF file (default: a synthetic\n"
                "                     byte-fallback SentencePiece vocabulary)\n"
@@ -44,6 +45,13 @@ int cmd_synth(int argc, char **argv) {
             if (!(p.preset = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             if (!(out = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
+        } else if (!strcmp(a, "--arch")) {
+            if (!(p.arch = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
+            if (!kiln_arch_supported(p.arch)) {
+                char list[128];
+                kiln_arch_list(list, sizeof list);
+                return tool_usage_error(CMD, "unknown --arch '%s' (%s)", p.arch, list);
+            }
         } else if (!strcmp(a, "--vocab")) {
             if (!(p.vocab_path = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "--type")) {
@@ -81,7 +89,7 @@ int cmd_synth(int argc, char **argv) {
     }
     struct stat st;
     double mb = stat(out, &st) == 0 ? (double)st.st_size / (1024.0 * 1024.0) : 0.0;
-    printf("%s: preset %s, %s, seed %llu: %.2f MiB in %.1f s\n", out, p.preset, kt_type_name(p.type),
-           (unsigned long long)p.seed, mb, tool_now() - bar.t0);
+    printf("%s: preset %s%s%s, %s, seed %llu: %.2f MiB in %.1f s\n", out, p.preset, p.arch ? " " : "",
+           p.arch ? p.arch : "", kt_type_name(p.type), (unsigned long long)p.seed, mb, tool_now() - bar.t0);
     return EXIT_OK;
 }
