@@ -55,14 +55,21 @@ struct legacy {
     float *score;
     struct ltensor *t;
     size_t n_t, cap_t;
+    struct gguf_index index; /* GGUF name -> tensor */
     char fmt[16];
 };
+
+static struct gguf_str ltensor_name_of(const void *ctx, int64_t i) {
+    const struct ltensor *t = &((const struct ltensor *)ctx)[i];
+    return (struct gguf_str){t->name, strlen(t->name)};
+}
 
 static void legacy_free(struct legacy *L) {
     free(L->tok);
     free(L->tok_len);
     free(L->score);
     free(L->t);
+    gguf_index_free(&L->index);
 }
 
 bool gguf_legacy_magic(const void *data, size_t size) {
@@ -256,11 +263,6 @@ static bool parse_tensor(struct legacy *L, struct gguf_cursor *c, struct ltensor
     return true;
 }
 
-static struct gguf_str ltensor_name_of(const void *ctx, int64_t i) {
-    const struct ltensor *t = &((const struct ltensor *)ctx)[i];
-    return (struct gguf_str){t->name, strlen(t->name)};
-}
-
 static bool parse_tensors(struct legacy *L, struct gguf_cursor *c) {
     while (gguf_cur_left(c) > 0) {
         if (L->n_t == L->cap_t) {
@@ -273,20 +275,35 @@ static bool parse_tensors(struct legacy *L, struct gguf_cursor *c) {
         if (!parse_tensor(L, c, &L->t[L->n_t])) return false;
         L->n_t++;
     }
-    struct gguf_index ix = {0};
     int64_t dup = -1;
-    bool ok = gguf_index_build(&ix, (int64_t)L->n_t, ltensor_name_of, L->t, &dup);
-    gguf_index_free(&ix);
-    if (!ok) return gguf_cur_fail(c, c->pos, "out of memory for the tensor index");
+    if (!gguf_index_build(&L->index, (int64_t)L->n_t, ltensor_name_of, L->t, &dup)) return gguf_cur_fail(c, c->pos, "out of memory for the tensor index");
     if (dup >= 0)
         return gguf_cur_fail(c, L->t[dup].at, "duplicate tensor '%s'", L->t[dup].name);
     return true;
 }
 
 static const struct ltensor *find(const struct legacy *L, const char *name) {
-    for (size_t i = 0; i < L->n_t; i++)
-        if (!strcmp(L->t[i].name, name)) return &L->t[i];
-    return NULL;
+    int64_t i = gguf_index_find(&L->index, name, strlen(name), ltensor_name_of, L->t);
+    return i >= 0 ? &L->t[i] : NULL;
+}
+
+/* The legacy format has no tensor count: a file cut between two tensors reads as a
+ * shorter file. A llama has every one of these, so their absence is the truncation. */
+static bool complete(const struct legacy *L, struct gguf_cursor *c) {
+    static const char *const top[] = {"token_embd.weight", "output_norm.weight", "output.weight"};
+    static const char *const per_layer[] = {"attn_q", "attn_k", "attn_v", "attn_output", "attn_norm",
+                                            "ffn_gate", "ffn_down", "ffn_up", "ffn_norm"};
+    char name[KT_MAX_NAME];
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+        if (!find(L, top[i]))
+            return gguf_cur_fail(c, c->size, "tensor '%s' is missing (truncated file?)", top[i]);
+    for (uint32_t il = 0; il < L->hp[HP_LAYER]; il++)
+        for (size_t i = 0; i < sizeof per_layer / sizeof per_layer[0]; i++) {
+            snprintf(name, sizeof name, "blk.%u.%s.weight", il, per_layer[i]);
+            if (!find(L, name))
+                return gguf_cur_fail(c, c->size, "tensor '%s' is missing (truncated file?)", name);
+        }
+    return true;
 }
 
 /* What the header cannot say, from the options and the tensors' shapes. */
@@ -425,7 +442,7 @@ struct gguf_file *gguf_legacy_parse(const uint8_t *data, size_t size, const stru
     struct gguf_writer *w = NULL;
     uint8_t *meta = NULL;
     uint32_t n_head_kv, n_ff;
-    if (!parse_magic(&L, &c) || !parse_hparams(&L, &c) || !parse_vocab(&L, &c) || !parse_tensors(&L, &c) ||
+    if (!parse_magic(&L, &c) || !parse_hparams(&L, &c) || !parse_vocab(&L, &c) || !parse_tensors(&L, &c) || !complete(&L, &c) ||
         !derive(&L, o, &n_head_kv, &n_ff, err, errlen))
         goto done;
     w = gguf_writer_new();
