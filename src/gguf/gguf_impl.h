@@ -34,7 +34,8 @@ struct gguf_index {
 struct gguf_file {
     const uint8_t *base;
     size_t size;
-    void *map;   /* mmap'ed region to munmap, or NULL */
+    void *map;   /* mmap'ed region to munmap (map_size bytes), or NULL */
+    size_t map_size;
     void *owned; /* read() fallback buffer to free, or NULL */
     uint32_t version;
     size_t alignment;
@@ -53,6 +54,7 @@ struct gguf_file {
      * base, the legacy file's own bytes. legacy names the format ("GGJT v3"), or is
      * empty for a GGUF file. */
     void *meta;
+    void *data_copy; /* GGML/GGMF data is not aligned for mapping: base is this aligned copy */
     char legacy[16];
 };
 

@@ -434,6 +434,31 @@ static bool describe(struct gguf_writer *w, const struct legacy *L, const struct
     return ok;
 }
 
+/* GGJT pads every tensor's data to 32 bytes so that it can be mapped and computed on
+ * in place; GGML and GGMF files do not (llama.cpp read them into memory). Their
+ * tensors go to one aligned copy, which then stands for the file's bytes. */
+static bool aligned_copy(struct legacy *L, struct gguf_file *g, const uint8_t **base, size_t *size) {
+    size_t total = 0;
+    bool aligned = true;
+    for (size_t i = 0; i < L->n_t; i++) {
+        aligned = aligned && (size_t)(L->t[i].data - *base) % LEGACY_ALIGN == 0;
+        total += (L->t[i].size + LEGACY_ALIGN - 1) / LEGACY_ALIGN * LEGACY_ALIGN; /* <= file size + 32 per tensor */
+    }
+    if (aligned) return true;
+    void *copy = NULL;
+    if (posix_memalign(&copy, LEGACY_ALIGN, total ? total : LEGACY_ALIGN) != 0) return false;
+    size_t off = 0;
+    for (size_t i = 0; i < L->n_t; i++) {
+        memcpy((uint8_t *)copy + off, L->t[i].data, L->t[i].size);
+        L->t[i].data = (uint8_t *)copy + off;
+        off += (L->t[i].size + LEGACY_ALIGN - 1) / LEGACY_ALIGN * LEGACY_ALIGN;
+    }
+    g->data_copy = copy;
+    *base = copy;
+    *size = total;
+    return true;
+}
+
 struct gguf_file *gguf_legacy_parse(const uint8_t *data, size_t size, const struct gguf_legacy_opts *o,
                                     const char *default_name, char *err, size_t errlen) {
     struct legacy L = {0};
@@ -459,7 +484,14 @@ struct gguf_file *gguf_legacy_parse(const uint8_t *data, size_t size, const stru
         g = NULL;
         goto done;
     }
-    /* the tensors' bytes stay in the legacy file: offsets count from its start */
+    /* the tensors' bytes stay in the legacy file (offsets count from its start), unless
+     * they are not aligned for computing on in place */
+    if (!aligned_copy(&L, g, &data, &size)) {
+        gguf_fmt(err, errlen, "%s: out of memory for an aligned copy of the tensor data", L.fmt);
+        gguf_close(g);
+        g = NULL;
+        goto done;
+    }
     for (size_t i = 0; i < L.n_t; i++) {
         g->tensors[i].data = L.t[i].data;
         g->tensors[i].offset = (uint64_t)(L.t[i].data - data);

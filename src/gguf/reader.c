@@ -443,6 +443,7 @@ static struct gguf_file *open_path(const char *path, const struct gguf_legacy_op
         return NULL;
     }
     g->map = map;
+    g->map_size = size;
     g->owned = owned;
     return g;
 }
@@ -466,9 +467,10 @@ void gguf_close(struct gguf_file *g) {
     free(g->tensors);
     gguf_index_free(&g->kv_index);
     gguf_index_free(&g->tensor_index);
-    if (g->map) munmap(g->map, g->size);
+    if (g->map) munmap(g->map, g->map_size);
     free(g->owned);
     free(g->meta);
+    free(g->data_copy);
     free(g->err);
     free(g);
 }
