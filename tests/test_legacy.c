@@ -396,6 +396,11 @@ static void test_damaged(void) {
     t[6] = t[3];
     write_legacy(&b, &s);
     expect_fail(&b, NULL, "duplicate", "duplicate tensor 'blk.0.attn_q.weight'");
+    tiny_spec(&s, t, "tjgg", 3, GGML_T_Q8_0);
+    t[4].ne[1] = 24; /* K projection: one and a half heads of 16 */
+    t[4].size = tsize(t[4].type, E, 24);
+    write_legacy(&b, &s);
+    expect_fail(&b, NULL, "K rows not whole heads", "layers.0.attention.wk.weight has 24 rows: not a whole number");
     /* --gqa against the shapes */
     tiny_spec(&s, t, "tjgg", 3, GGML_T_Q8_0);
     write_legacy(&b, &s);

@@ -308,7 +308,9 @@ static bool complete(const struct legacy *L, struct gguf_cursor *c) {
 
 /* What the header cannot say, from the options and the tensors' shapes. */
 static bool derive(const struct legacy *L, const struct gguf_legacy_opts *o, uint32_t *n_head_kv, uint32_t *n_ff,
-                   char *err, size_t errlen) {
+                   struct gguf_cursor *c) {
+    char *err = c->err;
+    size_t errlen = c->errlen;
     const uint32_t n_embd = L->hp[HP_EMBD], n_head = L->hp[HP_HEAD], head_dim = n_embd / n_head;
     const int64_t gqa = o ? o->gqa : 0;
     if (gqa < 0 || (gqa > 0 && n_head % gqa != 0)) {
@@ -319,11 +321,9 @@ static bool derive(const struct legacy *L, const struct gguf_legacy_opts *o, uin
     const struct ltensor *wk = find(L, "blk.0.attn_k.weight");
     if (wk) {
         int64_t rows = wk->ne[1];
-        if (rows % head_dim != 0 || n_head % (rows / head_dim) != 0) {
-            gguf_fmt(err, errlen, "layers.0.attention.wk.weight has %lld rows: not a whole number of KV heads of %u "
-                                  "dividing the %u heads", (long long)rows, head_dim, n_head);
-            return false;
-        }
+        if (rows % head_dim != 0 || n_head % (rows / head_dim) != 0)
+            return gguf_cur_fail(c, wk->at, "layers.0.attention.wk.weight has %lld rows: not a whole number of KV "
+                                            "heads of %u dividing the %u heads", (long long)rows, head_dim, n_head);
         uint32_t from_shape = (uint32_t)(rows / head_dim);
         if (gqa > 0 && from_shape != *n_head_kv) {
             gguf_fmt(err, errlen, "GQA factor %lld means %u KV heads, but layers.0.attention.wk.weight has %lld rows "
@@ -340,11 +340,7 @@ static bool derive(const struct legacy *L, const struct gguf_legacy_opts *o, uin
      * which llama.cpp's converter trusts */
     const struct ltensor *w1 = find(L, "blk.0.ffn_gate.weight");
     if (w1 && w1->n_dims == 2) ff = (uint64_t)w1->ne[1];
-    if (ff == 0 || ff > UINT32_MAX) {
-        gguf_fmt(err, errlen, "feed-forward length %llu is out of range", (unsigned long long)ff);
-        return false;
-    }
-    *n_ff = (uint32_t)ff;
+    *n_ff = (uint32_t)ff; /* n_embd and n_mult are at most 2^20, a dimension a u32 */
     return true;
 }
 
@@ -466,9 +462,9 @@ struct gguf_file *gguf_legacy_parse(const uint8_t *data, size_t size, const stru
     struct gguf_file *g = NULL;
     struct gguf_writer *w = NULL;
     uint8_t *meta = NULL;
-    uint32_t n_head_kv, n_ff;
+    uint32_t n_head_kv = 0, n_ff = 0;
     if (!parse_magic(&L, &c) || !parse_hparams(&L, &c) || !parse_vocab(&L, &c) || !parse_tensors(&L, &c) || !complete(&L, &c) ||
-        !derive(&L, o, &n_head_kv, &n_ff, err, errlen))
+        !derive(&L, o, &n_head_kv, &n_ff, &c))
         goto done;
     w = gguf_writer_new();
     size_t meta_size = 0;
