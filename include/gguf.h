@@ -135,6 +135,28 @@ int64_t gguf_n_tensors(const struct gguf_file *g);
 int64_t gguf_find_tensor(const struct gguf_file *g, const char *name); /* -1 if absent */
 const struct gguf_tensor_info *gguf_tensor(const struct gguf_file *g, int64_t i);
 
+/* ---- legacy files: GGML (magic 'lmgg'), GGMF v1 ('fmgg'), GGJT v1-v3 ('tjgg'), the
+ * llama.cpp weight formats before GGUF. Opened as a llama GGUF description built in
+ * memory (metadata and tensor infos synthesized, GGUF tensor names, SPM tokenizer);
+ * tensor data still points into the legacy file's mapping (gguf_base), not copied.
+ * gguf_open and gguf_open_memory accept them too, with the default options. */
+#define GGUF_LEGACY_DEFAULT_EPS 5e-6  /* llama.cpp's converter's defaults */
+#define GGUF_LEGACY_DEFAULT_CTX 2048
+struct gguf_legacy_opts {
+    int64_t gqa;      /* n_head / n_head_kv; 0: from the shape of layer 0's K projection */
+    double eps;       /* RMS norm epsilon; 0: GGUF_LEGACY_DEFAULT_EPS */
+    int64_t n_ctx;    /* context length; 0: GGUF_LEGACY_DEFAULT_CTX */
+    const char *name; /* general.name; NULL: the file's name */
+};
+struct gguf_file *gguf_open_legacy(const char *path, const struct gguf_legacy_opts *o, char *err, size_t errlen);
+struct gguf_file *gguf_open_legacy_memory(const void *data, size_t size, const struct gguf_legacy_opts *o,
+                                          char *err, size_t errlen);
+/* The legacy format a file was converted from ("GGJT v3"), or NULL for a GGUF file. */
+const char *gguf_legacy_format(const struct gguf_file *g);
+/* The legacy format named by the first bytes of the file at path, or NULL (not legacy,
+ * unreadable): lets a tool say what it is about to convert before it opens it. */
+const char *gguf_legacy_probe(const char *path);
+
 /* ---- writer */
 
 struct gguf_writer;
@@ -181,6 +203,9 @@ bool gguf_writer_add_tensor_fill(struct gguf_writer *w, const char *name, enum k
 /* Write to path (via a temporary file renamed into place, so a failure never leaves a half file). */
 bool gguf_writer_write(struct gguf_writer *w, const char *path);
 const char *gguf_writer_error(const struct gguf_writer *w);
+/* Write an opened file (a GGUF, or a legacy file converted in memory) to path as GGUF:
+ * every key/value and tensor, bytes unchanged. False with a message in err. */
+bool gguf_write_copy(const struct gguf_file *g, const char *path, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzz kiln's GGUF reader with libFuzzer under ASan+UBSan (clang).
+# Fuzz kiln's GGUF reader (and legacy GGML/GGMF/GGJT reader) with libFuzzer under ASan+UBSan (clang).
 #   scripts/fuzz.sh [SECONDS]    (default 1800; KILN_SHARED overrides ../shared)
 # Builds build-gguf-fuzz/fuzz_gguf, makes a seed corpus from ../shared (the first
 # 64 KiB of every model and vocabulary file, plus a miniature of each file: all
@@ -82,6 +82,30 @@ for path in sys.argv[2:]:
             f.write(out)
     except Exception as e:
         print('mini', path, 'skipped:', e, file=sys.stderr)
+PY
+# legacy files (src/gguf/legacy.c, reached through gguf_open_memory): a miniature GGJT v3
+# llama (1 layer, F32), and the same as GGMF v1 and GGML (no scores, no padding)
+python3 - "$seeds" <<'PY'
+import os, struct, sys
+E, FF, V = 32, 96, 4
+names = [('tok_embeddings', (E, V)), ('norm', (E,)), ('output', (E, V))] + [
+    ('layers.0.' + n, s) for n, s in [('attention.wq', (E, E)), ('attention.wk', (E, E)), ('attention.wv', (E, E)),
+                                      ('attention.wo', (E, E)), ('attention_norm', (E,)), ('feed_forward.w1', (E, FF)),
+                                      ('feed_forward.w2', (FF, E)), ('feed_forward.w3', (E, FF)), ('ffn_norm', (E,))]]
+for magic, ver in ((b'tjgg', 3), (b'fmgg', 1), (b'lmgg', None)):
+    out = bytearray(magic + (struct.pack('<I', ver) if ver else b''))
+    out += struct.pack('<7I', V, E, 32, 2, 1, 16, 0)
+    for tok in (b'<unk>', b'<s>', b'</s>', b' a'):
+        out += struct.pack('<I', len(tok)) + tok + (struct.pack('<f', -1.0) if ver else b'')
+    for name, shape in names:
+        nm = (name + '.weight').encode()
+        out += struct.pack('<3I', len(shape), len(nm), 0) + struct.pack('<%dI' % len(shape), *shape) + nm
+        if magic == b'tjgg': out += bytes(-len(out) % 32)
+        n = 1
+        for d in shape: n *= d
+        out += bytes(4 * n)
+    with open(os.path.join(sys.argv[1], 'legacy-' + magic.decode()), 'wb') as f:
+        f.write(out)
 PY
 echo "seeds: $(ls "$seeds" | wc -l) files in $seeds"
 

@@ -34,7 +34,8 @@ struct gguf_index {
 struct gguf_file {
     const uint8_t *base;
     size_t size;
-    void *map;   /* mmap'ed region to munmap, or NULL */
+    void *map;   /* mmap'ed region to munmap (map_size bytes), or NULL */
+    size_t map_size;
     void *owned; /* read() fallback buffer to free, or NULL */
     uint32_t version;
     size_t alignment;
@@ -47,9 +48,22 @@ struct gguf_file {
     struct gguf_index kv_index, tensor_index;
 
     char *err; /* last getter failure (separate allocation so const accessors can set it) */
+
+    /* Legacy files (legacy.c): the metadata and tensor infos are a synthesized GGUF
+     * header in meta (owned, the kv strings point into it), tensor data points into
+     * base, the legacy file's own bytes. legacy names the format ("GGJT v3"), or is
+     * empty for a GGUF file. */
+    void *meta;
+    void *data_copy; /* GGML/GGMF data is not aligned for mapping: base is this aligned copy */
+    char legacy[16];
 };
 
 #define GGUF_ERRLEN 256
+
+/* The bytes a writer would put before its data section (header, metadata, tensor
+ * infos, padding), malloc'd: the metadata of a file whose tensor data lives
+ * elsewhere (legacy.c). NULL with the message in gguf_writer_error. */
+uint8_t *gguf_writer_header_bytes(struct gguf_writer *w, size_t *size);
 
 /* Byte size of a scalar of type t (0 for STRING, ARRAY and unknown ids). */
 size_t gguf_scalar_size(enum gguf_type t);
@@ -64,6 +78,38 @@ void gguf_index_free(struct gguf_index *ix);
 /* name_of callbacks for the two indexes (ctx: the kv or tensor array) */
 struct gguf_str gguf_kv_name_of(const void *ctx, int64_t i);
 struct gguf_str gguf_tensor_name_of(const void *ctx, int64_t i);
+
+/* A read position over untrusted bytes (cursor.c); err receives failures. */
+struct gguf_cursor {
+    const uint8_t *base;
+    size_t size;
+    size_t pos;
+    char *err;
+    size_t errlen;
+};
+/* Message "<fmt> at byte <at>" into c->err; returns false. */
+bool gguf_cur_fail(struct gguf_cursor *c, size_t at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+size_t gguf_cur_left(const struct gguf_cursor *c);
+bool gguf_cur_need(struct gguf_cursor *c, size_t n, const char *what); /* n bytes left, else "truncated" */
+bool gguf_cur_u32(struct gguf_cursor *c, uint32_t *v, const char *what);
+bool gguf_cur_u64(struct gguf_cursor *c, uint64_t *v, const char *what);
+bool gguf_cur_str(struct gguf_cursor *c, struct gguf_str *s, const char *what); /* u64 length + bytes */
+uint32_t gguf_le32(const uint8_t *p);
+uint64_t gguf_le64(const uint8_t *p);
+/* A name for messages: printable, cut short (names in files are untrusted bytes). */
+const char *gguf_printable(struct gguf_str s, char *buf, size_t n);
+
+/* Parse and validate a GGUF image. With external_data the image ends at the data
+ * section (legacy.c's synthesized header): tensor extents are not checked against it
+ * and tensor data is left NULL for the caller to set. */
+struct gguf_file *gguf_parse(const void *data, size_t size, bool external_data, char *err, size_t errlen);
+
+/* A legacy file (GGML/GGMF/GGJT) as a GGUF description over its bytes: NULL with a
+ * message naming the problem and its offset. o NULL: the defaults. Sets everything
+ * but map/owned, which stay the caller's until it attaches them. */
+bool gguf_legacy_magic(const void *data, size_t size);
+struct gguf_file *gguf_legacy_parse(const uint8_t *data, size_t size, const struct gguf_legacy_opts *o,
+                                    const char *default_name, char *err, size_t errlen);
 
 /* Format into a caller's buffer (NULL or 0 length: nothing). */
 void gguf_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

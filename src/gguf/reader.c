@@ -22,81 +22,6 @@
 #define MIN_TENSOR_INFO_BYTES 32
 #define ARRAY_HEADER_BYTES 12 /* element type (4) + count (8) */
 
-struct cursor {
-    const uint8_t *base;
-    size_t size;
-    size_t pos;
-    char *err;
-    size_t errlen;
-};
-
-static bool fail(struct cursor *c, size_t at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool fail(struct cursor *c, size_t at, const char *fmt, ...) {
-    char msg[GGUF_ERRLEN];
-    va_list ap;
-    va_start(ap, fmt);
-    gguf_vfmt(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    gguf_fmt(c->err, c->errlen, "%s at byte %zu", msg, at);
-    return false;
-}
-
-static size_t left(const struct cursor *c) {
-    return c->size - c->pos;
-}
-
-static bool need(struct cursor *c, size_t n, const char *what) {
-    if (left(c) < n)
-        return fail(c, c->pos, "truncated: %s needs %zu bytes but only %zu remain", what, n, left(c));
-    return true;
-}
-
-static uint32_t le32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t le64(const uint8_t *p) {
-    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
-}
-
-static bool rd_u32(struct cursor *c, uint32_t *v, const char *what) {
-    if (!need(c, 4, what)) return false;
-    *v = le32(c->base + c->pos);
-    c->pos += 4;
-    return true;
-}
-
-static bool rd_u64(struct cursor *c, uint64_t *v, const char *what) {
-    if (!need(c, 8, what)) return false;
-    *v = le64(c->base + c->pos);
-    c->pos += 8;
-    return true;
-}
-
-static bool rd_str(struct cursor *c, struct gguf_str *s, const char *what) {
-    size_t at = c->pos;
-    uint64_t len;
-    if (!rd_u64(c, &len, what)) return false;
-    if (len > left(c))
-        return fail(c, at, "%s length %llu exceeds the %zu bytes left in the file", what,
-                    (unsigned long long)len, left(c));
-    s->ptr = (const char *)c->base + c->pos;
-    s->len = len;
-    c->pos += (size_t)len;
-    return true;
-}
-
-/* A name for messages: printable, cut short (file names and keys are untrusted bytes). */
-static const char *printable(struct gguf_str s, char *buf, size_t n) {
-    size_t m = s.len < n - 4 ? (size_t)s.len : n - 4, i;
-    for (i = 0; i < m; i++) {
-        unsigned char ch = (unsigned char)s.ptr[i];
-        buf[i] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
-    }
-    if (m < s.len) buf[i++] = '.', buf[i++] = '.', buf[i++] = '.';
-    buf[i] = 0;
-    return buf;
-}
-
 /* Grow *arr (of elem-byte elements) so that index i fits; doubling keeps memory
  * proportional to what has actually been parsed, never to a claimed count. */
 static bool grow(void **arr, size_t *cap, size_t i, size_t elem) {
@@ -112,26 +37,26 @@ static bool grow(void **arr, size_t *cap, size_t i, size_t elem) {
 
 /* Validate one value of type t at the cursor and move past it. For a top-level
  * string array, strs (n elements) receives each element. */
-static bool parse_value(struct cursor *c, enum gguf_type t, int depth, const char *key,
+static bool parse_value(struct gguf_cursor *c, enum gguf_type t, int depth, const char *key,
                         struct gguf_str *strs);
 
-static bool parse_array(struct cursor *c, int depth, const char *key, enum gguf_type *elem_out,
+static bool parse_array(struct gguf_cursor *c, int depth, const char *key, enum gguf_type *elem_out,
                         uint64_t *n_out, struct gguf_str **strs_out) {
     size_t at = c->pos;
     uint32_t et;
     uint64_t n;
     if (depth >= GGUF_MAX_ARRAY_DEPTH)
-        return fail(c, at, "key '%s': arrays nested deeper than %d", key, GGUF_MAX_ARRAY_DEPTH);
-    if (!rd_u32(c, &et, "array element type")) return false;
-    if (et >= GGUF_TYPE_COUNT) return fail(c, at, "key '%s': unknown array element type %u", key, et);
+        return gguf_cur_fail(c, at, "key '%s': arrays nested deeper than %d", key, GGUF_MAX_ARRAY_DEPTH);
+    if (!gguf_cur_u32(c, &et, "array element type")) return false;
+    if (et >= GGUF_TYPE_COUNT) return gguf_cur_fail(c, at, "key '%s': unknown array element type %u", key, et);
     size_t n_at = c->pos;
-    if (!rd_u64(c, &n, "array length")) return false;
+    if (!gguf_cur_u64(c, &n, "array length")) return false;
     enum gguf_type e = (enum gguf_type)et;
     size_t min = e == GGUF_TYPE_STRING ? 8 : e == GGUF_TYPE_ARRAY ? ARRAY_HEADER_BYTES : gguf_scalar_size(e);
-    if (n > left(c) / min)
-        return fail(c, n_at,
+    if (n > gguf_cur_left(c) / min)
+        return gguf_cur_fail(c, n_at,
                     "key '%s': array length %llu (%s, at least %zu bytes each) exceeds the %zu bytes left",
-                    key, (unsigned long long)n, gguf_type_name(e), min, left(c));
+                    key, (unsigned long long)n, gguf_type_name(e), min, gguf_cur_left(c));
     if (elem_out) *elem_out = e;
     if (n_out) *n_out = n;
     if (e != GGUF_TYPE_STRING && e != GGUF_TYPE_ARRAY) { /* fixed-size elements: already bounded */
@@ -141,7 +66,7 @@ static bool parse_array(struct cursor *c, int depth, const char *key, enum gguf_
     struct gguf_str *strs = NULL;
     if (strs_out && e == GGUF_TYPE_STRING && n > 0) {
         strs = malloc((size_t)n * sizeof *strs); /* n <= bytes left / 8: bounded by the file */
-        if (!strs) return fail(c, at, "key '%s': out of memory for %llu strings", key, (unsigned long long)n);
+        if (!strs) return gguf_cur_fail(c, at, "key '%s': out of memory for %llu strings", key, (unsigned long long)n);
     }
     for (uint64_t i = 0; i < n; i++) {
         if (!parse_value(c, e, depth + 1, key, strs ? &strs[i] : NULL)) {
@@ -153,12 +78,12 @@ static bool parse_array(struct cursor *c, int depth, const char *key, enum gguf_
     return true;
 }
 
-static bool parse_value(struct cursor *c, enum gguf_type t, int depth, const char *key,
+static bool parse_value(struct gguf_cursor *c, enum gguf_type t, int depth, const char *key,
                         struct gguf_str *str) {
     switch (t) {
     case GGUF_TYPE_STRING: {
         struct gguf_str s;
-        if (!rd_str(c, &s, "string value")) return false;
+        if (!gguf_cur_str(c, &s, "string value")) return false;
         if (str) *str = s;
         return true;
     }
@@ -166,8 +91,8 @@ static bool parse_value(struct cursor *c, enum gguf_type t, int depth, const cha
         return parse_array(c, depth, key, NULL, NULL, NULL);
     default: {
         size_t n = gguf_scalar_size(t);
-        if (n == 0) return fail(c, c->pos, "key '%s': unknown value type %d", key, (int)t);
-        if (!need(c, n, gguf_type_name(t))) return false;
+        if (n == 0) return gguf_cur_fail(c, c->pos, "key '%s': unknown value type %d", key, (int)t);
+        if (!gguf_cur_need(c, n, gguf_type_name(t))) return false;
         c->pos += n;
         return true;
     }
@@ -179,50 +104,50 @@ static size_t entry_at(const struct gguf_file *g, struct gguf_str name) {
     return (size_t)((const uint8_t *)name.ptr - g->base) - 8;
 }
 
-static bool parse_header(struct gguf_file *g, struct cursor *c, uint64_t *n_tensors, uint64_t *n_kv) {
-    if (!need(c, 4, "magic")) return false;
+static bool parse_header(struct gguf_file *g, struct gguf_cursor *c, uint64_t *n_tensors, uint64_t *n_kv) {
+    if (!gguf_cur_need(c, 4, "magic")) return false;
     if (memcmp(c->base, GGUF_MAGIC, 4) != 0) {
         char m[5];
         for (int i = 0; i < 4; i++) m[i] = c->base[i] >= 0x20 && c->base[i] < 0x7f ? (char)c->base[i] : '?';
         m[4] = 0;
-        return fail(c, 0, "bad magic '%s' (expected 'GGUF')", m);
+        return gguf_cur_fail(c, 0, "bad magic '%s' (expected 'GGUF')", m);
     }
     c->pos = 4;
-    if (!rd_u32(c, &g->version, "version")) return false;
+    if (!gguf_cur_u32(c, &g->version, "version")) return false;
     if (g->version != 2 && g->version != 3) {
         if (g->version == 1)
-            return fail(c, 4,
+            return gguf_cur_fail(c, 4,
                         "unsupported GGUF version 1 (the obsolete v1 layout; versions 2 and 3 are read)");
         if ((g->version & 0xffff) == 0)
-            return fail(c, 4, "unsupported GGUF version %u (a big-endian file? versions 2 and 3 are read)",
+            return gguf_cur_fail(c, 4, "unsupported GGUF version %u (a big-endian file? versions 2 and 3 are read)",
                         g->version);
-        return fail(c, 4, "unsupported GGUF version %u (versions 2 and 3 are read)", g->version);
+        return gguf_cur_fail(c, 4, "unsupported GGUF version %u (versions 2 and 3 are read)", g->version);
     }
     /* v2 and v3 share the layout (u64 counts and lengths); v3 only allowed big-endian files */
-    if (!rd_u64(c, n_tensors, "tensor count")) return false;
-    if (!rd_u64(c, n_kv, "key/value count")) return false;
-    if (*n_kv > left(c) / MIN_KV_BYTES)
-        return fail(c, 16, "key/value count %llu is more than the %zu bytes left can hold",
-                    (unsigned long long)*n_kv, left(c));
-    if (*n_tensors > left(c) / MIN_TENSOR_INFO_BYTES)
-        return fail(c, 8, "tensor count %llu is more than the %zu bytes left can hold",
-                    (unsigned long long)*n_tensors, left(c));
+    if (!gguf_cur_u64(c, n_tensors, "tensor count")) return false;
+    if (!gguf_cur_u64(c, n_kv, "key/value count")) return false;
+    if (*n_kv > gguf_cur_left(c) / MIN_KV_BYTES)
+        return gguf_cur_fail(c, 16, "key/value count %llu is more than the %zu bytes left can hold",
+                    (unsigned long long)*n_kv, gguf_cur_left(c));
+    if (*n_tensors > gguf_cur_left(c) / MIN_TENSOR_INFO_BYTES)
+        return gguf_cur_fail(c, 8, "tensor count %llu is more than the %zu bytes left can hold",
+                    (unsigned long long)*n_tensors, gguf_cur_left(c));
     return true;
 }
 
-static bool parse_kvs(struct gguf_file *g, struct cursor *c, uint64_t n_kv) {
+static bool parse_kvs(struct gguf_file *g, struct gguf_cursor *c, uint64_t n_kv) {
     size_t cap = 0;
     char name[80];
     for (uint64_t i = 0; i < n_kv; i++) {
         size_t at = c->pos;
         struct gguf_kv kv = {0};
-        if (!rd_str(c, &kv.key, "key")) return false;
-        if (kv.key.len == 0) return fail(c, at, "key %llu is empty", (unsigned long long)i);
-        printable(kv.key, name, sizeof name);
+        if (!gguf_cur_str(c, &kv.key, "key")) return false;
+        if (kv.key.len == 0) return gguf_cur_fail(c, at, "key %llu is empty", (unsigned long long)i);
+        gguf_printable(kv.key, name, sizeof name);
         size_t type_at = c->pos;
         uint32_t t;
-        if (!rd_u32(c, &t, "value type")) return false;
-        if (t >= GGUF_TYPE_COUNT) return fail(c, type_at, "key '%s' has unknown value type %u", name, t);
+        if (!gguf_cur_u32(c, &t, "value type")) return false;
+        if (t >= GGUF_TYPE_COUNT) return gguf_cur_fail(c, type_at, "key '%s' has unknown value type %u", name, t);
         kv.type = (enum gguf_type)t;
         if (kv.type == GGUF_TYPE_ARRAY) {
             size_t start = c->pos;
@@ -237,16 +162,16 @@ static bool parse_kvs(struct gguf_file *g, struct cursor *c, uint64_t n_kv) {
         }
         if (!grow((void **)&g->kv, &cap, (size_t)g->n_kv, sizeof *g->kv)) {
             free(kv.strs);
-            return fail(c, at, "out of memory for key/value %llu", (unsigned long long)i);
+            return gguf_cur_fail(c, at, "out of memory for key/value %llu", (unsigned long long)i);
         }
         g->kv[g->n_kv++] = kv;
     }
     int64_t dup;
     if (!gguf_index_build(&g->kv_index, g->n_kv, gguf_kv_name_of, g->kv, &dup))
-        return fail(c, c->pos, "out of memory for the key index");
+        return gguf_cur_fail(c, c->pos, "out of memory for the key index");
     if (dup >= 0)
-        return fail(c, entry_at(g, g->kv[dup].key), "duplicate key '%s'",
-                    printable(g->kv[dup].key, name, sizeof name));
+        return gguf_cur_fail(c, entry_at(g, g->kv[dup].key), "duplicate key '%s'",
+                    gguf_printable(g->kv[dup].key, name, sizeof name));
 
     g->alignment = GGUF_DEFAULT_ALIGNMENT;
     int64_t ai = gguf_index_find(&g->kv_index, "general.alignment", strlen("general.alignment"),
@@ -255,10 +180,10 @@ static bool parse_kvs(struct gguf_file *g, struct cursor *c, uint64_t n_kv) {
         const struct gguf_kv *kv = &g->kv[ai];
         size_t at = entry_at(g, kv->key);
         if (kv->type != GGUF_TYPE_UINT32)
-            return fail(c, at, "general.alignment must be u32, not %s", gguf_type_name(kv->type));
-        uint32_t a = le32(kv->val);
+            return gguf_cur_fail(c, at, "general.alignment must be u32, not %s", gguf_type_name(kv->type));
+        uint32_t a = gguf_le32(kv->val);
         if (a == 0 || (a & (a - 1)) != 0)
-            return fail(c, at, "general.alignment %u is not a non-zero power of two", a);
+            return gguf_cur_fail(c, at, "general.alignment %u is not a non-zero power of two", a);
         g->alignment = a;
     }
     return true;
@@ -266,20 +191,20 @@ static bool parse_kvs(struct gguf_file *g, struct cursor *c, uint64_t n_kv) {
 
 /* One tensor info: name, n_dims, ne[], type, offset. Checks everything that
  * does not depend on the other tensors or on where the data section starts. */
-static bool parse_tensor_info(struct gguf_file *g, struct cursor *c, struct gguf_tensor_info *t) {
+static bool parse_tensor_info(struct gguf_file *g, struct gguf_cursor *c, struct gguf_tensor_info *t) {
     size_t at = c->pos;
     char name[80];
     memset(t, 0, sizeof *t);
-    if (!rd_str(c, &t->name, "tensor name")) return false;
-    printable(t->name, name, sizeof name);
+    if (!gguf_cur_str(c, &t->name, "tensor name")) return false;
+    gguf_printable(t->name, name, sizeof name);
     if (t->name.len >= KT_MAX_NAME)
-        return fail(c, at, "tensor name '%s' is %llu bytes (at most %d)", name,
+        return gguf_cur_fail(c, at, "tensor name '%s' is %llu bytes (at most %d)", name,
                     (unsigned long long)t->name.len, KT_MAX_NAME - 1);
     size_t dims_at = c->pos;
     uint32_t n_dims;
-    if (!rd_u32(c, &n_dims, "tensor n_dims")) return false;
+    if (!gguf_cur_u32(c, &n_dims, "tensor n_dims")) return false;
     if (n_dims < 1 || n_dims > KT_MAX_DIMS)
-        return fail(c, dims_at, "tensor '%s' has n_dims %u (must be 1..%d)", name, n_dims, KT_MAX_DIMS);
+        return gguf_cur_fail(c, dims_at, "tensor '%s' has n_dims %u (must be 1..%d)", name, n_dims, KT_MAX_DIMS);
     t->n_dims = (int)n_dims;
     int64_t nel = 1;
     for (int j = 0; j < KT_MAX_DIMS; j++) {
@@ -287,35 +212,35 @@ static bool parse_tensor_info(struct gguf_file *g, struct cursor *c, struct gguf
         if (j >= t->n_dims) continue;
         size_t ne_at = c->pos;
         uint64_t v;
-        if (!rd_u64(c, &v, "tensor dimension")) return false;
+        if (!gguf_cur_u64(c, &v, "tensor dimension")) return false;
         if (v == 0 || v > (uint64_t)INT64_MAX)
-            return fail(c, ne_at, "tensor '%s' dimension %d is %lld (must be positive)", name, j,
+            return gguf_cur_fail(c, ne_at, "tensor '%s' dimension %d is %lld (must be positive)", name, j,
                         (long long)v);
         t->ne[j] = (int64_t)v;
         if (nel > INT64_MAX / t->ne[j])
-            return fail(c, ne_at, "tensor '%s': element count overflows at dimension %d", name, j);
+            return gguf_cur_fail(c, ne_at, "tensor '%s': element count overflows at dimension %d", name, j);
         nel *= t->ne[j];
     }
     size_t type_at = c->pos;
     uint32_t type;
-    if (!rd_u32(c, &type, "tensor type")) return false;
+    if (!gguf_cur_u32(c, &type, "tensor type")) return false;
     if (type >= KT_TYPE_COUNT || !kt_type_is_valid((int)type))
-        return fail(c, type_at, "tensor '%s' has unknown type id %u", name, type);
+        return gguf_cur_fail(c, type_at, "tensor '%s' has unknown type id %u", name, type);
     t->type = (enum kt_type)type;
     int64_t blck = kt_blck_size(t->type);
     if (blck <= 0 || t->ne[0] % blck != 0)
-        return fail(c, type_at, "tensor '%s': row length %lld is not a multiple of %s's block size %lld",
+        return gguf_cur_fail(c, type_at, "tensor '%s': row length %lld is not a multiple of %s's block size %lld",
                     name, (long long)t->ne[0], kt_type_name(t->type), (long long)blck);
     uint64_t row = (uint64_t)(t->ne[0] / blck); /* blocks per row */
     size_t tsize = kt_type_size(t->type);
     uint64_t rows = (uint64_t)(nel / t->ne[0]);
     if (tsize == 0 || row > SIZE_MAX / tsize || row * tsize > SIZE_MAX / rows)
-        return fail(c, type_at, "tensor '%s': byte size overflows", name);
+        return gguf_cur_fail(c, type_at, "tensor '%s': byte size overflows", name);
     t->size = (size_t)(row * tsize * rows);
     size_t off_at = c->pos;
-    if (!rd_u64(c, &t->offset, "tensor offset")) return false;
+    if (!gguf_cur_u64(c, &t->offset, "tensor offset")) return false;
     if (t->offset % g->alignment != 0)
-        return fail(c, off_at, "tensor '%s': offset %llu is not a multiple of the alignment %zu", name,
+        return gguf_cur_fail(c, off_at, "tensor '%s': offset %llu is not a multiple of the alignment %zu", name,
                     (unsigned long long)t->offset, g->alignment);
     return true;
 }
@@ -334,30 +259,30 @@ static int by_offset(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static bool parse_tensors(struct gguf_file *g, struct cursor *c, uint64_t n_tensors) {
+static bool parse_tensors(struct gguf_file *g, struct gguf_cursor *c, uint64_t n_tensors, bool external_data) {
     size_t cap = 0;
     char name[80], name2[80];
     for (uint64_t i = 0; i < n_tensors; i++) {
         if (!grow((void **)&g->tensors, &cap, (size_t)g->n_tensors, sizeof *g->tensors))
-            return fail(c, c->pos, "out of memory for tensor info %llu", (unsigned long long)i);
+            return gguf_cur_fail(c, c->pos, "out of memory for tensor info %llu", (unsigned long long)i);
         if (!parse_tensor_info(g, c, &g->tensors[g->n_tensors])) return false;
         g->n_tensors++;
     }
     int64_t dup;
     if (!gguf_index_build(&g->tensor_index, g->n_tensors, gguf_tensor_name_of, g->tensors, &dup))
-        return fail(c, c->pos, "out of memory for the tensor index");
+        return gguf_cur_fail(c, c->pos, "out of memory for the tensor index");
     if (dup >= 0)
-        return fail(c, entry_at(g, g->tensors[dup].name), "duplicate tensor name '%s'",
-                    printable(g->tensors[dup].name, name, sizeof name));
+        return gguf_cur_fail(c, entry_at(g, g->tensors[dup].name), "duplicate tensor name '%s'",
+                    gguf_printable(g->tensors[dup].name, name, sizeof name));
 
     /* the data section starts at the next multiple of the alignment */
     size_t pad = (g->alignment - c->pos % g->alignment) % g->alignment;
-    if (g->n_tensors == 0) { /* vocabulary-only files may end before the padding */
-        g->data_offset = pad <= left(c) ? c->pos + pad : c->size;
+    if (g->n_tensors == 0 || external_data) { /* vocabulary-only files may end before the padding */
+        g->data_offset = pad <= gguf_cur_left(c) ? c->pos + pad : c->size;
         return true;
     }
-    if (pad > left(c))
-        return fail(
+    if (pad > gguf_cur_left(c))
+        return gguf_cur_fail(
             c, c->pos,
             "truncated: the data section would start at byte %zu, past the end of the file (%zu bytes)",
             c->pos + pad, c->size);
@@ -366,32 +291,32 @@ static bool parse_tensors(struct gguf_file *g, struct cursor *c, uint64_t n_tens
     for (int64_t i = 0; i < g->n_tensors; i++) {
         struct gguf_tensor_info *t = &g->tensors[i];
         if (t->offset > data_bytes || t->size > data_bytes - t->offset)
-            return fail(c, offset_field_at(g, t),
+            return gguf_cur_fail(c, offset_field_at(g, t),
                         "tensor '%s': data [%llu, %llu) of the data section runs past the end of the file "
                         "(the data section has %zu bytes)",
-                        printable(t->name, name, sizeof name), (unsigned long long)t->offset,
+                        gguf_printable(t->name, name, sizeof name), (unsigned long long)t->offset,
                         (unsigned long long)t->offset + t->size, data_bytes);
         t->data = g->base + g->data_offset + t->offset;
     }
     /* no two tensors may share bytes: sort by offset, compare neighbours */
     struct span *order = malloc((size_t)g->n_tensors * sizeof *order);
-    if (!order) return fail(c, c->pos, "out of memory checking tensor overlap");
+    if (!order) return gguf_cur_fail(c, c->pos, "out of memory checking tensor overlap");
     for (int64_t i = 0; i < g->n_tensors; i++) order[i] = (struct span){g->tensors[i].offset, i};
     qsort(order, (size_t)g->n_tensors, sizeof *order, by_offset);
     bool ok = true;
     for (int64_t i = 0; ok && i + 1 < g->n_tensors; i++) {
         const struct gguf_tensor_info *a = &g->tensors[order[i].i], *b = &g->tensors[order[i + 1].i];
         if (a->offset + a->size > b->offset)
-            ok = fail(c, offset_field_at(g, b), "tensors '%s' [%llu, %llu) and '%s' [%llu, %llu) overlap",
-                      printable(a->name, name, sizeof name), (unsigned long long)a->offset,
-                      (unsigned long long)(a->offset + a->size), printable(b->name, name2, sizeof name2),
+            ok = gguf_cur_fail(c, offset_field_at(g, b), "tensors '%s' [%llu, %llu) and '%s' [%llu, %llu) overlap",
+                      gguf_printable(a->name, name, sizeof name), (unsigned long long)a->offset,
+                      (unsigned long long)(a->offset + a->size), gguf_printable(b->name, name2, sizeof name2),
                       (unsigned long long)b->offset, (unsigned long long)(b->offset + b->size));
     }
     free(order);
     return ok;
 }
 
-static struct gguf_file *parse(const void *data, size_t size, char *err, size_t errlen) {
+struct gguf_file *gguf_parse(const void *data, size_t size, bool external_data, char *err, size_t errlen) {
     struct gguf_file *g = calloc(1, sizeof *g);
     char *gerr = calloc(1, GGUF_ERRLEN);
     if (!g || !gerr) {
@@ -404,10 +329,10 @@ static struct gguf_file *parse(const void *data, size_t size, char *err, size_t 
     g->base = data;
     g->size = size;
     g->alignment = GGUF_DEFAULT_ALIGNMENT;
-    struct cursor c = {.base = data, .size = size, .pos = 0, .err = err, .errlen = errlen};
+    struct gguf_cursor c = {.base = data, .size = size, .pos = 0, .err = err, .errlen = errlen};
     uint64_t n_tensors, n_kv;
     if (!parse_header(g, &c, &n_tensors, &n_kv) || !parse_kvs(g, &c, n_kv) ||
-        !parse_tensors(g, &c, n_tensors)) {
+        !parse_tensors(g, &c, n_tensors, external_data)) {
         gguf_close(g);
         return NULL;
     }
@@ -420,7 +345,17 @@ struct gguf_file *gguf_open_memory(const void *data, size_t size, char *err, siz
         return NULL;
     }
     static const uint8_t empty[1];
-    return parse(data ? data : empty, size, err, errlen);
+    if (data && gguf_legacy_magic(data, size)) return gguf_legacy_parse(data, size, NULL, "legacy", err, errlen);
+    return gguf_parse(data ? data : empty, size, false, err, errlen);
+}
+
+struct gguf_file *gguf_open_legacy_memory(const void *data, size_t size, const struct gguf_legacy_opts *o,
+                                          char *err, size_t errlen) {
+    if (!data || !gguf_legacy_magic(data, size)) {
+        gguf_fmt(err, errlen, "not a legacy GGML/GGMF/GGJT file (no 'lmgg', 'fmgg' or 'tjgg' magic at byte 0)");
+        return NULL;
+    }
+    return gguf_legacy_parse(data, size, o, "legacy", err, errlen);
 }
 
 /* Whole file by read(): for files that cannot be mapped (pipes, some file systems). */
@@ -447,45 +382,82 @@ static void *read_all(int fd, size_t *size) {
     return NULL;
 }
 
-struct gguf_file *gguf_open(const char *path, char *err, size_t errlen) {
+/* Map (or read) a whole file: its bytes in *base, *map or *owned set for release. */
+static bool load_file(const char *path, void **map, void **owned, size_t *size, char *err, size_t errlen) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         gguf_fmt(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
+        return false;
     }
     struct stat st;
-    void *map = NULL, *owned = NULL;
-    size_t size = 0;
+    *map = NULL;
+    *owned = NULL;
+    *size = 0;
     bool have_st = fstat(fd, &st) == 0;
     if (have_st && S_ISDIR(st.st_mode)) {
         close(fd);
         gguf_fmt(err, errlen, "cannot open %s: is a directory", path);
-        return NULL;
+        return false;
     }
     if (have_st && S_ISREG(st.st_mode) && st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX) {
-        size = (size_t)st.st_size;
-        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) map = NULL;
+        *size = (size_t)st.st_size;
+        *map = mmap(NULL, *size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (*map == MAP_FAILED) *map = NULL;
     }
-    if (!map) {
-        owned = read_all(fd, &size);
-        if (!owned) {
+    if (!*map) {
+        *owned = read_all(fd, size);
+        if (!*owned) {
             int e = errno;
             close(fd);
             gguf_fmt(err, errlen, "cannot read %s: %s", path, strerror(e ? e : ENOMEM));
-            return NULL;
+            return false;
         }
     }
     close(fd);
-    struct gguf_file *g = parse(map ? map : owned, size, err, errlen);
+    return true;
+}
+
+/* legacy: 0 GGUF or legacy (legacy with o's settings), 1 legacy only */
+static struct gguf_file *open_path(const char *path, const struct gguf_legacy_opts *o, bool legacy_only,
+                                   char *err, size_t errlen) {
+    void *map, *owned;
+    size_t size;
+    if (!load_file(path, &map, &owned, &size, err, errlen)) return NULL;
+    const uint8_t *base = map ? map : owned;
+    struct gguf_file *g;
+    if (gguf_legacy_magic(base, size)) {
+        const char *slash = strrchr(path, '/');
+        g = gguf_legacy_parse(base, size, o, slash ? slash + 1 : path, err, errlen);
+    } else if (legacy_only) {
+        g = NULL;
+        if (size >= 4 && !memcmp(base, GGUF_MAGIC, 4))
+            gguf_fmt(err, errlen, "%s is already a GGUF file", path);
+        else
+            gguf_fmt(err, errlen, "not a legacy GGML/GGMF/GGJT file (no 'lmgg', 'fmgg' or 'tjgg' magic at byte 0)");
+    } else {
+        g = gguf_parse(base, size, false, err, errlen);
+    }
     if (!g) {
         if (map) munmap(map, size);
         free(owned);
         return NULL;
     }
     g->map = map;
+    g->map_size = size;
     g->owned = owned;
     return g;
+}
+
+struct gguf_file *gguf_open(const char *path, char *err, size_t errlen) {
+    return open_path(path, NULL, false, err, errlen);
+}
+
+struct gguf_file *gguf_open_legacy(const char *path, const struct gguf_legacy_opts *o, char *err, size_t errlen) {
+    return open_path(path, o, true, err, errlen);
+}
+
+const char *gguf_legacy_format(const struct gguf_file *g) {
+    return g->legacy[0] ? g->legacy : NULL;
 }
 
 void gguf_close(struct gguf_file *g) {
@@ -495,8 +467,10 @@ void gguf_close(struct gguf_file *g) {
     free(g->tensors);
     gguf_index_free(&g->kv_index);
     gguf_index_free(&g->tensor_index);
-    if (g->map) munmap(g->map, g->size);
+    if (g->map) munmap(g->map, g->map_size);
     free(g->owned);
+    free(g->meta);
+    free(g->data_copy);
     free(g->err);
     free(g);
 }

@@ -372,7 +372,8 @@ static bool write_filled(struct gguf_writer *w, struct out *o, const struct wten
     return true;
 }
 
-static bool write_all(struct gguf_writer *w, struct out *o, size_t align) {
+/* Everything before the data section: header, metadata, tensor infos, padding. */
+static void write_header(const struct gguf_writer *w, struct out *o, size_t align) {
     put_bytes(o, GGUF_MAGIC, 4);
     put_u32(o, 3);
     put_u64(o, w->n_t);
@@ -398,6 +399,10 @@ static bool write_all(struct gguf_writer *w, struct out *o, size_t align) {
         offset += t->size + (align - t->size % align) % align;
     }
     pad_to(o, align);
+}
+
+static bool write_all(struct gguf_writer *w, struct out *o, size_t align) {
+    write_header(w, o, align);
     uint8_t *slab = NULL;
     size_t slab_size = 0;
     bool ok = true;
@@ -452,4 +457,39 @@ bool gguf_writer_write(struct gguf_writer *w, const char *path) {
     }
     free(tmp);
     return true;
+}
+
+uint8_t *gguf_writer_header_bytes(struct gguf_writer *w, size_t *size) {
+    size_t align;
+    if (!file_alignment(w, &align)) return NULL;
+    char *buf = NULL;
+    size_t n = 0;
+    struct out o = {.f = open_memstream(&buf, &n), .pos = 0, .ok = true};
+    if (!o.f) {
+        werr(w, "out of memory");
+        return NULL;
+    }
+    write_header(w, &o, align);
+    if (fclose(o.f) != 0 || !o.ok || n != o.pos) {
+        free(buf);
+        werr(w, "out of memory");
+        return NULL;
+    }
+    *size = n;
+    return (uint8_t *)buf;
+}
+
+bool gguf_write_copy(const struct gguf_file *g, const char *path, char *err, size_t errlen) {
+    struct gguf_writer *w = gguf_writer_new();
+    bool ok = w && gguf_writer_copy_kv(w, g);
+    for (int64_t i = 0; ok && i < g->n_tensors; i++) {
+        const struct gguf_tensor_info *t = &g->tensors[i];
+        char name[KT_MAX_NAME]; /* the reader bounds names below KT_MAX_NAME */
+        gguf_fmt(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        ok = gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data);
+    }
+    ok = ok && gguf_writer_write(w, path);
+    if (!ok) gguf_fmt(err, errlen, "%s", w ? gguf_writer_error(w) : "out of memory");
+    gguf_writer_free(w);
+    return ok;
 }

@@ -442,6 +442,7 @@ int cmd_info(int argc, char **argv) {
         fprintf(stderr, "kiln %s: %s: %s\n", CMD, model, err);
         return EXIT_RUNTIME;
     }
+    if (gguf_legacy_format(g)) tool_legacy_note(CMD, model);
     int rc = EXIT_OK;
     if (dump) {
         rc = dump_tensor(g, model, tensor, dump);

@@ -67,6 +67,7 @@ bool model_args_load(struct model_args *a, const char *cmd, uint32_t min_ctx) {
     struct kiln_model_params mp = kiln_model_default_params();
     mp.progress = tool_progress_fn;
     mp.progress_data = &bar;
+    tool_legacy_note(cmd, a->model_path);
     a->model = kiln_model_load(a->model_path, mp, err, sizeof err);
     tool_progress_done(&bar);
     if (!a->model) {

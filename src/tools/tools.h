@@ -25,6 +25,11 @@ int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+
+/* If path is a legacy GGML/GGMF/GGJT file: a note on stderr that it is converted in
+ * memory with default settings, suggesting `kiln convert` (convert.c). */
+void tool_legacy_note(const char *cmd, const char *path);
 
 /* Strict number parsing: the whole string must be a number in [lo, hi].
  * On failure prints "kiln NAME: invalid value 'V' for FLAG: ..." to stderr and returns false. */
