@@ -93,6 +93,9 @@ check "run notes it" err_has "kiln convert $legacy OUT.gguf"
 check "same greedy text" cmp -s "$tmp/out" "$tmp/run_conv"
 check "info legacy" exit_is 0 "$kiln" info -m "$legacy"
 check "info notes it" err_has "is a legacy GGJT v3 file"
+check "info says legacy" out_has "legacy GGJT v3 file, read as GGUF in memory"
 check "info: KV heads from the shapes" out_has "llama.attention.head_count_kv = 4"
 check "info: description" out_has "converted from legacy GGJT v3 (ftype MOSTLY_Q4_0)"
+check "info --json legacy" exit_is 0 "$kiln" info -m "$legacy" --json
+check "info --json names the format" out_has '"legacy": "GGJT v3"'
 tu_finish test_convert

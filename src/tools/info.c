@@ -237,8 +237,12 @@ static void print_text(FILE *f, const char *path, const struct gguf_file *g, con
                        bool tensors) {
     char hb[32];
     fprintf(f, "file: %s\n", path);
-    fprintf(f, "gguf version %u, %zu bytes, alignment %zu, data section at byte %zu\n", gguf_version(g),
-            gguf_size(g), gguf_alignment(g), gguf_data_offset(g));
+    if (gguf_legacy_format(g)) /* no GGUF header of its own: say what it is */
+        fprintf(f, "legacy %s file, read as GGUF in memory (tensor offsets are the file's own)\n",
+                gguf_legacy_format(g));
+    else
+        fprintf(f, "gguf version %u, %zu bytes, alignment %zu, data section at byte %zu\n", gguf_version(g),
+                gguf_size(g), gguf_alignment(g), gguf_data_offset(g));
     fputs("architecture: ", f);
     if (s->has_arch)
         print_str(f, s->arch, false);
@@ -296,6 +300,7 @@ static void print_json(FILE *f, const char *path, const struct gguf_file *g, con
     json_text(f, path, strlen(path));
     fprintf(f, ", \"version\": %u, \"file_size\": %zu, \"alignment\": %zu, \"data_offset\": %zu",
             gguf_version(g), gguf_size(g), gguf_alignment(g), gguf_data_offset(g));
+    if (gguf_legacy_format(g)) fprintf(f, ", \"legacy\": \"%s\"", gguf_legacy_format(g));
     fputs(",\n \"architecture\": ", f);
     json_opt_str(f, s->has_arch, s->arch);
     fprintf(f, ", \"runnable\": %s, \"not_runnable_because\": ", s->runs ? "true" : "false");
