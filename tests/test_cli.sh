@@ -42,7 +42,7 @@ for ref in "$SHARED"/reference/kjv-q4_0-*.json; do
 done
 
 # run --temp 0: llama.cpp's greedy tokens up to the first near-tie
-for ref in "$SHARED"/reference/kjv-q8_0-0.json "$SHARED"/reference/qwen2-kjv-q8_0-1.json; do
+for ref in "$SHARED"/reference/{kjv-q8_0-0,qwen2-kjv-q8_0-1,llama3-kjv-q4_0-0,qwen3-kjv-q4_0-2,phi3-kjv-q4_0-3}.json; do
   model=$SHARED/models/$(basename "$ref" | sed 's/-[0-9]*\.json$/.gguf/')
   prompt=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prompt"], end="")' "$ref")
   "$KILN" run -m "$model" -p "$prompt" -n 24 --temp 0 --json > "$tmp/run.json" || bad "run $model"
