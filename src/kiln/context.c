@@ -169,6 +169,8 @@ void kiln_context_free(struct kiln_context *ctx) {
 }
 
 uint32_t kiln_n_ctx(const struct kiln_context *ctx) { return ctx->params.n_ctx; }
+uint32_t kiln_n_batch(const struct kiln_context *ctx) { return ctx->params.n_batch; }
+uint32_t kiln_n_seq_max(const struct kiln_context *ctx) { return ctx->params.n_seq_max; }
 const char *kiln_context_error(const struct kiln_context *ctx) { return ctx->err; }
 void kiln_set_n_threads(struct kiln_context *ctx, int n_threads) {
     if (n_threads >= 1 && n_threads <= 512) {

@@ -31,6 +31,7 @@ static const struct kiln_cmd commands[] = {
     {"chat", cmd_chat, "a multi-turn conversation on stdin/stdout with the model's chat template"},
     {"bench", cmd_bench, "prompt processing and generation speed, like llama-bench"},
     {"perplexity", cmd_perplexity, "perplexity of a text file by llama.cpp's method"},
+    {"serve", cmd_serve, "an OpenAI- and llama-server-compatible HTTP server with continuous batching"},
 };
 
 static void usage(FILE *f) {

@@ -25,6 +25,7 @@ int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* Strict number parsing: the whole string must be a number in [lo, hi].
  * On failure prints "kiln NAME: invalid value 'V' for FLAG: ..." to stderr and returns false. */
