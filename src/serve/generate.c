@@ -128,6 +128,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
 static void stream_free(void *cls) {
     struct stream *st = cls;
     if (!st->finished) cancel(st->s, st->t);
+    atomic_fetch_sub(&st->s->in_flight, 1);
     srv_task_unref(st->t);
     free(st->buf);
     free(st);
@@ -138,6 +139,7 @@ static enum MHD_Result reply_stream(struct srv_req *r, struct srv_task *t) {
     if (!st) {
         cancel(r->srv, t);
         srv_task_unref(t);
+        atomic_fetch_sub(&r->srv->in_flight, 1);
         return MHD_NO;
     }
     *st = (struct stream){.s = r->srv, .t = t, .conn = r->conn};
@@ -228,7 +230,11 @@ static enum MHD_Result generate(struct srv_req *r, enum srv_api api) {
         return srv_reply_error(r, 503, atomic_load(&s->stopping) ? "the server is shutting down"
                                                                   : "every slot is busy and the queue is full");
     }
-    return t->stream ? reply_stream(r, t) : reply_whole(r, t);
+    atomic_fetch_add(&s->in_flight, 1);
+    if (t->stream) return reply_stream(r, t);
+    enum MHD_Result ret = reply_whole(r, t);
+    atomic_fetch_sub(&s->in_flight, 1);
+    return ret;
 }
 
 enum MHD_Result srv_route_completions(struct srv_req *r) { return generate(r, SRV_API_COMPLETIONS); }

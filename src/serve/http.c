@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 struct kiln_server_params kiln_server_default_params(void) {
@@ -238,6 +239,8 @@ struct kiln_server *kiln_server_start(const struct kiln_server_params *p, char *
     s->p = *p;
     atomic_init(&s->ready, false);
     atomic_init(&s->stopping, false);
+    atomic_init(&s->in_flight, 0);
+    atomic_init(&s->next_id, 0);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                      MHD_USE_ERROR_LOG | MHD_USE_ITC | (v6 ? MHD_USE_IPv6 : 0);
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &addr,
@@ -280,6 +283,8 @@ void kiln_server_stop(struct kiln_server *s) {
     atomic_store(&s->stopping, true);
     MHD_socket ls = MHD_quiesce_daemon(s->daemon); /* no new connections */
     if (s->engine) srv_engine_shutdown(s->engine); /* waiters get their error now */
+    /* let them send it (bounded: a client that does not read is cut off) */
+    for (int i = 0; i < 300 && atomic_load(&s->in_flight) > 0; i++) nanosleep(&(struct timespec){0, 10000000L}, NULL);
     MHD_stop_daemon(s->daemon);                    /* closes connections, joins their threads */
     if (ls != MHD_INVALID_SOCKET) close(ls);
     srv_engine_free(s->engine);

@@ -359,6 +359,16 @@ bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, s
         return false;
     }
     t->n_predict = (int32_t)n_predict;
+    /* ignore_eos (llama-server): end-of-generation tokens are banned */
+    bool ignore_eos = false;
+    if (!get_bool(body, "ignore_eos", &ignore_eos, err, errlen)) return false;
+    struct kiln_logit_bias ban[2];
+    size_t n_ban = 0;
+    int32_t eogs[2] = {kiln_vocab_eos(s->vocab), kiln_vocab_eot(s->vocab)};
+    for (int i = 0; ignore_eos && i < 2; i++)
+        if (eogs[i] != KILN_TOKEN_NULL) ban[n_ban++] = (struct kiln_logit_bias){eogs[i], -INFINITY};
+    sp.logit_bias = ban;
+    sp.n_logit_bias = n_ban;
     t->smpl = kiln_sampler_from_params(&sp);
     if (!t->smpl) {
         snprintf(err, errlen, "sampling parameters: %s", kiln_sampler_last_error());

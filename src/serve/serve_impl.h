@@ -109,6 +109,7 @@ struct kiln_server {
     char model_id[256]; /* the file name, as /v1/models reports it */
     char *model_path;
     atomic_ullong next_id; /* response ids */
+    atomic_int in_flight;  /* generation responses not yet sent completely */
 };
 
 /* ---- HTTP responses (http.c) */
