@@ -41,8 +41,9 @@ check "unknown flag" exit_is 2 "$kiln" serve -m "$model" --bogus
 check "bad host" exit_is 1 "$kiln" serve -m "$model" --host nowhere.invalid --port 0
 check "bad host named" err_has "nowhere.invalid"
 
-# the main server: 8 slots of 512 tokens
-if check "server starts" start_server "$tmp/main.log" -np 8 -c 4096; then
+# the main server: 8 slots of 512 tokens; prompts join the batch 3 tokens a step
+# while others generate (chunked prefill inside the concurrency check)
+if check "server starts" start_server "$tmp/main.log" -np 8 -c 4096 --prefill-chunk 3; then
   check "port in use" exit_is 1 "$kiln" serve -m "$model" --port "$port"
   check "every route, concurrency, cache reuse, malformed corpus" \
     timeout $limit python3 "$src/tests/serve_check.py" "$port" main "$kiln" "$model" "$refdir"

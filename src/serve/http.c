@@ -212,6 +212,15 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 
 /* ------------------------------------------------------------------ life cycle */
 
+/* libmicrohttpd's own messages (a client gone mid-response ...), marked as ours */
+static void on_log(void *cls, const char *fmt, va_list ap) {
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && msg[n - 1] == '\n') msg[--n] = 0;
+    fprintf(stderr, "kiln serve: http: %s\n", msg);
+}
+
 struct kiln_server *kiln_server_start(const struct kiln_server_params *p, char *err, size_t errlen) {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST},
                     *ai = NULL;
@@ -244,7 +253,8 @@ struct kiln_server *kiln_server_start(const struct kiln_server_params *p, char *
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                      MHD_USE_ERROR_LOG | MHD_USE_ITC | (v6 ? MHD_USE_IPv6 : 0);
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &addr,
-                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, on_log, s,
+                                 MHD_OPTION_CONNECTION_TIMEOUT,
                                  (unsigned)(p->timeout_s > 0 ? p->timeout_s : 0), MHD_OPTION_CONNECTION_LIMIT,
                                  (unsigned)256, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)128, MHD_OPTION_END);
     if (!s->daemon) {
