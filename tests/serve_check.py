@@ -158,6 +158,16 @@ check("stop string cuts the text", st == 200 and j["choices"][0]["text"] == full
 st, _, j, _ = post("/completion", {"prompt": "And God said", "n_predict": 12, "temperature": 0, "stop": stop})
 check("/completion stop_type word", st == 200 and j["stop_type"] == "word" and j["stopping_word"] == stop, j)
 
+# logit_bias: banning the greedy first token makes another come first
+st, _, g, _ = post("/completion", {"prompt": "And God said", "n_predict": 1, "temperature": 0, "n_probs": 2})
+first, second = g["completion_probabilities"][0]["top_logprobs"][:2]
+st, _, j, _ = post("/v1/completions", {"prompt": "And God said", "max_tokens": 1, "temperature": 0,
+                                       "logit_bias": {str(first["id"]): -100}, "logprobs": 1})
+check("logit_bias -100 bans the greedy token", st == 200 and j["choices"][0]["text"] == second["token"], (j, first, second))
+st, _, j, _ = post("/completion", {"prompt": "And God said", "n_predict": 1, "temperature": 0,
+                                   "logit_bias": [[second["id"], 100]]})
+check("logit_bias pairs (llama-server)", st == 200 and j["content"] == second["token"], (j, second))
+
 # logprobs: sorted alternatives, the greedy token first, probabilities that sum to at most 1
 st, _, j, _ = post("/v1/completions", {"prompt": "And God said", "max_tokens": 6, "temperature": 0, "logprobs": 5})
 lp = j["choices"][0]["logprobs"]
@@ -305,6 +315,10 @@ bad = [
     ("POST", "/completion", {"prompt": "x", "n_probs": 100}, 400, "n_probs"),
     ("POST", "/completion", {"prompt": "x", "cache_prompt": 1}, 400, "cache_prompt"),
     ("POST", "/completion", {"prompt": "x", "ignore_eos": "no"}, 400, "ignore_eos"),
+    ("POST", "/v1/completions", {"prompt": "x", "logit_bias": {"abc": 1}}, 400, "logit_bias"),
+    ("POST", "/v1/completions", {"prompt": "x", "logit_bias": {"99999999": 1}}, 400, "logit_bias"),
+    ("POST", "/v1/completions", {"prompt": "x", "logit_bias": {"5": 500}}, 400, "logit_bias"),
+    ("POST", "/v1/completions", {"prompt": "x", "logit_bias": [[5]]}, 400, "logit_bias"),
     ("POST", "/v1/chat/completions", {}, 400, "messages"),
     ("POST", "/v1/chat/completions", {"messages": []}, 400, "messages"),
     ("POST", "/v1/chat/completions", {"messages": "hi"}, 400, "messages"),

@@ -84,7 +84,9 @@ void srv_task_unref(struct srv_task *t) {
 void srv_task_fail_locked(struct srv_task *t, int status, const char *msg) {
     if (t->done) return;
     t->err_status = status;
-    snprintf(t->err, sizeof t->err, "%s", msg);
+    size_t n = strlen(msg) < sizeof t->err ? strlen(msg) : sizeof t->err - 1; /* cut long messages */
+    memcpy(t->err, msg, n);
+    t->err[n] = 0;
     t->done = true;
     t->t_end = srv_now();
     pthread_cond_broadcast(&t->cv);

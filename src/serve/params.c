@@ -274,6 +274,42 @@ static bool parse_stop(const cJSON *body, struct srv_task *t, char *err, size_t 
     return true;
 }
 
+#define MAX_BIAS 300 /* OpenAI's limit */
+
+/* OpenAI's {"token id": bias} or llama-server's [[id, bias], ...]; bias in [-100, 100] */
+static bool parse_logit_bias(struct kiln_server *s, const cJSON *body, struct kiln_logit_bias *out, size_t *n,
+                             char *err, size_t errlen) {
+    const cJSON *lb = cJSON_GetObjectItemCaseSensitive(body, "logit_bias");
+    if (!lb || cJSON_IsNull(lb)) return true;
+    if ((!cJSON_IsObject(lb) && !cJSON_IsArray(lb)) || cJSON_GetArraySize(lb) > MAX_BIAS) {
+        snprintf(err, errlen, "'logit_bias' must map at most %d token ids to biases", MAX_BIAS);
+        return false;
+    }
+    const int32_t n_vocab = kiln_vocab_n_tokens(s->vocab);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, lb) {
+        double id = -1;
+        const cJSON *v = it;
+        if (cJSON_IsArray(lb)) {
+            const cJSON *a = cJSON_GetArrayItem(it, 0);
+            v = cJSON_GetArrayItem(it, 1);
+            if (cJSON_IsArray(it) && cJSON_GetArraySize(it) == 2 && cJSON_IsNumber(a)) id = a->valuedouble;
+        } else {
+            char *end;
+            long l = strtol(it->string, &end, 10);
+            if (*it->string && !*end) id = (double)l;
+        }
+        if (id != floor(id) || id < 0 || id >= n_vocab || !cJSON_IsNumber(v) || !(v->valuedouble >= -100) ||
+            !(v->valuedouble <= 100)) {
+            snprintf(err, errlen, "'logit_bias' entries must be a token id in [0, %d] with a bias in [-100, 100]",
+                     n_vocab - 1);
+            return false;
+        }
+        out[(*n)++] = (struct kiln_logit_bias){(int32_t)id, (float)v->valuedouble};
+    }
+    return true;
+}
+
 bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, struct srv_task *t, char *err,
                    size_t errlen) {
     t->api = api;
@@ -359,16 +395,17 @@ bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, s
         return false;
     }
     t->n_predict = (int32_t)n_predict;
-    /* ignore_eos (llama-server): end-of-generation tokens are banned */
+    /* logit_bias, and ignore_eos (llama-server): end-of-generation tokens banned */
+    struct kiln_logit_bias bias[MAX_BIAS + 2];
+    size_t n_bias = 0;
+    if (!parse_logit_bias(s, body, bias, &n_bias, err, errlen)) return false;
     bool ignore_eos = false;
     if (!get_bool(body, "ignore_eos", &ignore_eos, err, errlen)) return false;
-    struct kiln_logit_bias ban[2];
-    size_t n_ban = 0;
     int32_t eogs[2] = {kiln_vocab_eos(s->vocab), kiln_vocab_eot(s->vocab)};
     for (int i = 0; ignore_eos && i < 2; i++)
-        if (eogs[i] != KILN_TOKEN_NULL) ban[n_ban++] = (struct kiln_logit_bias){eogs[i], -INFINITY};
-    sp.logit_bias = ban;
-    sp.n_logit_bias = n_ban;
+        if (eogs[i] != KILN_TOKEN_NULL) bias[n_bias++] = (struct kiln_logit_bias){eogs[i], -INFINITY};
+    sp.logit_bias = bias;
+    sp.n_logit_bias = n_bias;
     t->smpl = kiln_sampler_from_params(&sp);
     if (!t->smpl) {
         snprintf(err, errlen, "sampling parameters: %s", kiln_sampler_last_error());
