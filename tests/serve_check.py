@@ -191,6 +191,8 @@ for path, body, key in (("/v1/completions", {"prompt": "And Moses", "max_tokens"
     if key == "text":
         want, got = whole["choices"][0]["text"], "".join(e["choices"][0]["text"] for e in ev[:-1])
         fin = ev[-2]["choices"][0]["finish_reason"]
+        check("one event per token (load.py counts them)", len([e for e in ev[:-2] if e["choices"][0]["text"]]) ==
+              whole["usage"]["completion_tokens"], ev)
     elif key == "chat":
         want = whole["choices"][0]["message"]["content"]
         got = "".join(e["choices"][0]["delta"].get("content") or "" for e in ev[:-1])

@@ -77,13 +77,27 @@ static bool stream_events(struct stream *st) {
         return out_event(st, o) && (t->api == SRV_API_LLAMA || out_append(st, "data: [DONE]\n\n", 14));
     }
     size_t to = t->done ? t->len : t->safe;
-    int32_t tok1 = st->tok_sent;
-    while (tok1 < t->n_toks && (t->done || t->toks[tok1].off + t->toks[tok1].len <= to)) tok1++;
-    if (to > st->sent || tok1 > st->tok_sent) {
-        if (!out_event(st, srv_format_chunk(st->s, t, st->sent, to, st->tok_sent, tok1, false))) return false;
-        st->sent = to;
-        st->tok_sent = tok1;
+    /* one event per token, as llama-server sends them (clients count them); tokens that
+     * end inside a UTF-8 character go out with the token that completes it */
+    while (st->tok_sent < t->n_toks) {
+        int32_t i = st->tok_sent, j = i;
+        size_t e;
+        do {
+            e = t->toks[j].off + t->toks[j].len;
+            j++;
+        } while (j < t->n_toks && e < t->len && ((unsigned char)t->text[e] & 0xC0) == 0x80);
+        if (e > to) break;
+        if ((e > st->sent || t->want_logprobs) &&
+            !out_event(st, srv_format_chunk(st->s, t, st->sent, e, i, j, false)))
+            return false;
+        st->sent = e > st->sent ? e : st->sent;
+        st->tok_sent = j;
     }
+    if (to > st->sent) { /* text no token accounts for (none expected) */
+        if (!out_event(st, srv_format_chunk(st->s, t, st->sent, to, st->tok_sent, st->tok_sent, false))) return false;
+        st->sent = to;
+    }
+    int32_t tok1 = st->tok_sent;
     if (!t->done) return true;
     st->finished = true;
     if (!out_event(st, srv_format_chunk(st->s, t, to, to, tok1, tok1, true))) return false;
