@@ -82,7 +82,7 @@ if mode == "auth":
         s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret\r\n"
                    "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(b), b)).encode())
         socks.append(s)
-        time.sleep(0.3)
+        time.sleep(0.5)
     st, h, j, _ = req("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2}, auth)
     check("503 when the queue is full", st == 503 and is_error(j, 503), (st, j))
     check("503 says Retry-After", "Retry-After" in h, h)
@@ -268,10 +268,10 @@ for stream in (True, False):
         s.recv(100)
     else:
         time.sleep(0.1)
-    s.close()
-    t0 = time.time()
     st, _, j, _ = req("GET", "/slots")
     check("a long request (stream=%s) is running" % stream, any(x["is_processing"] for x in j), j)
+    s.close()
+    t0 = time.time()
     # 500 tokens take seconds; a cancelled one frees its slot within a step
     check("a client that leaves (stream=%s) frees its slot" % stream, wait_idle(1), time.time() - t0)
 
