@@ -258,6 +258,9 @@ int kiln_decode(struct kiln_context *ctx, const struct kiln_batch *b) {
     if (all_out) n_out = 1;
 
     int64_t head = kiln_kv_find_slot(&ctx->kv, (uint32_t)T);
+    /* sequences that come and go leave holes: close them when they are what stops us */
+    if (head < 0 && ctx->kv.size - ctx->kv.used >= (uint32_t)T && kiln_kv_defrag(&ctx->kv))
+        head = kiln_kv_find_slot(&ctx->kv, (uint32_t)T);
     if (head < 0)
         return decode_error(ctx, -2, "no room in the KV cache for %d tokens (%u of %u cells used)", T, ctx->kv.used,
                             ctx->kv.size);
