@@ -25,15 +25,17 @@ start_server() {
   echo "  server did not become healthy:" >&2; cat "$log" >&2
   return 1
 }
-# stop_server: SIGTERM, exit 0 within 20 s
+# stop_server LOG [SIGNAL]: SIGTERM (or SIGNAL), exit 0 within 20 s
 stop_server() {
-  kill -TERM $pid
+  kill -"${2:-TERM}" $pid
   for _ in $(seq 200); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
   wait $pid; local rc=$?
   [ $rc -eq 0 ] || { echo "  server exit $rc:" >&2; tail -20 "$1" >&2; return 1; }
 }
 
 # flags
+check "--help" exit_is 0 "$kiln" serve --help
+check "--help names the routes" grep -q "/v1/chat/completions" "$tmp/out"
 check "no -m is a usage error" exit_is 2 "$kiln" serve
 check "port out of range" exit_is 2 "$kiln" serve -m "$model" --port 70000
 check "-np 0" exit_is 2 "$kiln" serve -m "$model" -np 0
@@ -53,7 +55,7 @@ fi
 # API key and a full queue: one slot, one waiting request
 if check "server with --api-key starts" start_server "$tmp/auth.log" -np 1 --queue 1 -c 512 --api-key secret; then
   check "API key and queue" timeout $limit python3 "$src/tests/serve_check.py" "$port" auth
-  check "SIGTERM: exit 0" stop_server "$tmp/auth.log"
+  check "SIGINT: exit 0" stop_server "$tmp/auth.log" INT
 fi
 
 # SIGTERM while a stream runs: the client gets an end, the server exits 0

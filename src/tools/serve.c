@@ -73,6 +73,8 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGINT, SIG_DFL); /* a shell's background job starts with SIGINT ignored */
+    signal(SIGTERM, SIG_DFL);
     signal(SIGPIPE, SIG_IGN);
 
     char err[512];
