@@ -40,6 +40,8 @@ check "no -m is a usage error" exit_is 2 "$kiln" serve
 check "port out of range" exit_is 2 "$kiln" serve -m "$model" --port 70000
 check "-np 0" exit_is 2 "$kiln" serve -m "$model" -np 0
 check "unknown flag" exit_is 2 "$kiln" serve -m "$model" --bogus
+check "a batch smaller than the slots" exit_is 1 "$kiln" serve -m "$model" --port 0 -np 4 -b 2
+check "a batch smaller than the slots named" err_has "raise -b"
 check "bad host" exit_is 1 "$kiln" serve -m "$model" --host nowhere.invalid --port 0
 check "bad host named" err_has "nowhere.invalid"
 

@@ -480,6 +480,11 @@ struct srv_engine *srv_engine_new(const struct kiln_model *model, struct kiln_co
                  kiln_n_seq_max(ctx));
         return NULL;
     }
+    if (kiln_n_batch(ctx) < (uint32_t)p->n_parallel) {
+        snprintf(err, errlen, "a batch of %u tokens cannot hold one token of each of %d slots (raise -b)",
+                 kiln_n_batch(ctx), p->n_parallel);
+        return NULL;
+    }
     struct srv_engine *e = calloc(1, sizeof *e);
     if (!e) {
         snprintf(err, errlen, "out of memory");
