@@ -62,14 +62,19 @@ fi
 
 # SIGTERM while a stream runs: the client gets an end, the server exits 0
 if check "server starts" start_server "$tmp/term.log" -np 2 -c 1024; then
-  python3 - "$port" >"$tmp/stream.out" 2>&1 <<'PY' &
+  python3 - "$port" "$tmp/started" >"$tmp/stream.out" 2>&1 <<'PY' &
 import http.client, json, sys
-c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
-c.request("POST", "/v1/completions", json.dumps({"prompt": "And God said", "max_tokens": 500, "stream": True}))
-print(c.getresponse().read().decode()[-300:])
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=60)
+c.request("POST", "/v1/completions", json.dumps({"prompt": "And God said", "max_tokens": 500, "stream": True,
+                                                 "ignore_eos": True}))
+r = c.getresponse()
+first = r.readline()
+open(sys.argv[2], "w").write("streaming\n")
+print((first + r.read()).decode()[-300:])
 PY
   client=$!
-  sleep 0.5
+  for _ in $(seq 300); do [ -s "$tmp/started" ] && break; sleep 0.1; done
+  check "the stream started" test -s "$tmp/started"
   check "SIGTERM during a stream: exit 0" stop_server "$tmp/term.log"
   check "the streaming client got its end" wait $client
   check "the stream ends with an error event and [DONE]" grep -q "shutting down" "$tmp/stream.out"
