@@ -55,7 +55,7 @@ if check "server starts" start_server "$tmp/main.log" -np 8 -c 4096 --prefill-ch
 fi
 
 # API key and a full queue: one slot, one waiting request
-if check "server with --api-key starts" start_server "$tmp/auth.log" -np 1 --queue 1 -c 512 --api-key secret; then
+if check "server with --api-key starts" start_server "$tmp/auth.log" -np 1 --queue 1 -c 4096 --api-key secret; then
   check "API key and queue" timeout $limit python3 "$src/tests/serve_check.py" "$port" auth
   check "SIGINT: exit 0" stop_server "$tmp/auth.log" INT
 fi
