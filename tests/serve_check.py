@@ -64,6 +64,25 @@ def wait_idle(seconds, headers=None):
     return False
 
 
+def metrics(headers=None):
+    st, _, _, raw = req("GET", "/metrics", headers=headers)
+    out = {}
+    for line in raw.decode().splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.split()
+            out[k.split(":", 1)[1]] = int(v)
+    return out
+
+
+def wait_metric(name, value, headers=None, seconds=10):
+    end = time.time() + seconds
+    while time.time() < end:
+        if metrics(headers).get(name) == value:
+            return True
+        time.sleep(0.02)
+    return False
+
+
 # ------------------------------------------------------------------ auth / queue server
 if mode == "auth":
     st, _, j, _ = req("GET", "/health")
@@ -76,19 +95,21 @@ if mode == "auth":
     # queue full: one slot busy, one request queued, the next is refused with Retry-After
     auth = {"Authorization": "Bearer secret", "Content-Type": "application/json"}
     socks = []
-    for i in range(2):
+    for i, what in enumerate(("requests_processing", "requests_deferred")):
         s = socket.create_connection(("127.0.0.1", port))
         b = json.dumps({"prompt": "And God said %d" % i, "max_tokens": 4000, "stream": True, "ignore_eos": True})
         s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret\r\n"
                    "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(b), b)).encode())
         socks.append(s)
-        time.sleep(0.5)
+        check("the %s request is %s" % ("first" if i == 0 else "second", what),
+              wait_metric(what, 1, {"Authorization": "Bearer secret"}))
     st, h, j, _ = req("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2}, auth)
     check("503 when the queue is full", st == 503 and is_error(j, 503), (st, j))
     check("503 says Retry-After", "Retry-After" in h, h)
     for s in socks:
         s.close()
-    check("both cancelled after their clients left", wait_idle(5, auth))
+    check("both cancelled after their clients left", wait_metric("requests_processing", 0, auth) and
+          wait_metric("requests_deferred", 0, auth))
     st, _, j, _ = req("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2}, auth)
     check("answers after the queue drained", st == 200, (st, j))
     # clients that leave: 4000 tokens take seconds; a cancelled request frees its slot within a step
@@ -122,6 +143,10 @@ st, _, j, _ = req("GET", "/props")
 check("GET /props", st == 200 and j["total_slots"] == 8 and j["default_generation_settings"]["n_ctx"] == 512, j)
 st, _, j, _ = req("GET", "/slots")
 check("GET /slots", st == 200 and len(j) == 8, j)
+st, h, _, raw = req("GET", "/metrics")
+m0 = metrics()
+check("GET /metrics", st == 200 and h["Content-Type"].startswith("text/plain") and
+      m0.get("requests_processing") == 0 and m0.get("requests_deferred") == 0, raw)
 
 text = "In the beginning God created the heaven and the earth."
 st, _, j, _ = post("/tokenize", {"content": text, "add_special": True})
@@ -167,6 +192,9 @@ for args, body in ((["--temp", "0"], {"temperature": 0}), (["--temp", "0.8", "-s
 
 st, _, j, _ = post("/v1/completions", {"prompt": "And God said", "max_tokens": 12, "temperature": 0})
 full = j["choices"][0]["text"]
+m1 = metrics()
+check("/metrics counts tokens", m1["tokens_predicted_total"] > m0["tokens_predicted_total"] and
+      m1["prompt_tokens_total"] > m0["prompt_tokens_total"], (m0, m1))
 check("finish_reason length", j["choices"][0]["finish_reason"] == "length", j)
 stop = full[len(full) // 2:len(full) // 2 + 3]
 st, _, j, _ = post("/v1/completions", {"prompt": "And God said", "max_tokens": 12, "temperature": 0, "stop": [stop]})

@@ -44,6 +44,7 @@ struct srv_engine {
     int q_head, q_len;
     bool stop;
     uint64_t tick;
+    uint64_t n_prompt_total, n_predicted_total; /* under mu */
 };
 
 double srv_now(void) {
@@ -121,6 +122,7 @@ static void slot_release(struct srv_engine *e, struct srv_slot *s, bool drop_cel
     }
     pthread_mutex_lock(&e->mu);
     struct srv_task *t = s->task;
+    e->n_predicted_total += (uint64_t)s->n_gen;
     s->task = NULL;
     s->generating = false;
     s->last_used = ++e->tick;
@@ -384,6 +386,11 @@ static void decode_range(struct srv_engine *e, int32_t lo, int32_t hi) {
             slot_release(e, s, true);
             continue;
         }
+        if (!s->generating) {
+            pthread_mutex_lock(&e->mu);
+            e->n_prompt_total++;
+            pthread_mutex_unlock(&e->mu);
+        }
         if (!cache_push(s, b->token[i])) {
             task_fail(s->task, 500, "out of memory");
             s->failed = true;
@@ -534,6 +541,17 @@ bool srv_engine_submit(struct srv_engine *e, struct srv_task *t) {
     }
     pthread_mutex_unlock(&e->mu);
     return ok;
+}
+
+struct srv_counts srv_engine_counts(struct srv_engine *e) {
+    struct srv_counts c = {0};
+    pthread_mutex_lock(&e->mu);
+    for (int i = 0; i < e->n_slots; i++) c.processing += e->slots[i].task != NULL;
+    c.deferred = e->q_len;
+    c.prompt_tokens = e->n_prompt_total;
+    c.predicted_tokens = e->n_predicted_total;
+    pthread_mutex_unlock(&e->mu);
+    return c;
 }
 
 void srv_engine_poke(struct srv_engine *e) {

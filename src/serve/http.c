@@ -32,25 +32,31 @@ struct kiln_server_params kiln_server_default_params(void) {
 
 /* ------------------------------------------------------------------ replies */
 
-static enum MHD_Result reply_text(struct srv_req *r, unsigned status, char *text, const char *extra_header,
-                                  const char *extra_value) {
+#define JSON_TYPE "application/json; charset=utf-8"
+
+static enum MHD_Result reply_body(struct srv_req *r, unsigned status, char *text, const char *type,
+                                  const char *extra_header, const char *extra_value) {
     struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
         free(text);
         return MHD_NO;
     }
-    MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
+    MHD_add_response_header(resp, "Content-Type", type);
     if (extra_header) MHD_add_response_header(resp, extra_header, extra_value);
     enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
     return ret;
 }
 
+enum MHD_Result srv_reply_plain(struct srv_req *r, unsigned status, char *text) {
+    return reply_body(r, status, text, "text/plain; version=0.0.4; charset=utf-8", NULL, NULL);
+}
+
 enum MHD_Result srv_reply_json(struct srv_req *r, unsigned status, cJSON *json) {
     char *text = json ? cJSON_PrintUnformatted(json) : NULL;
     cJSON_Delete(json);
     if (!text) return MHD_NO;
-    return reply_text(r, status, text, NULL, NULL);
+    return reply_body(r, status, text, JSON_TYPE, NULL, NULL);
 }
 
 static const char *error_type(unsigned status) {
@@ -74,7 +80,7 @@ static enum MHD_Result reply_error_hdr(struct srv_req *r, unsigned status, const
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     if (!text) return MHD_NO;
-    return reply_text(r, status, text, hdr, val);
+    return reply_body(r, status, text, JSON_TYPE, hdr, val);
 }
 
 enum MHD_Result srv_reply_error(struct srv_req *r, unsigned status, const char *fmt, ...) {
@@ -114,6 +120,7 @@ static const struct route routes[] = {
     {"GET", "/models", srv_route_models, true, false},
     {"GET", "/props", srv_route_props, true, false},
     {"GET", "/slots", srv_route_slots, true, false},
+    {"GET", "/metrics", srv_route_metrics, true, false},
     {"POST", "/tokenize", srv_route_tokenize, true, false},
     {"POST", "/detokenize", srv_route_detokenize, true, false},
     {"POST", "/apply-template", srv_route_apply_template, true, false},

@@ -5,6 +5,7 @@
  */
 #include "serve_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -57,6 +58,29 @@ enum MHD_Result srv_route_slots(struct srv_req *r) {
     cJSON *a = srv_engine_slots_json(r->srv->engine);
     if (!a) return srv_reply_error(r, 500, "out of memory");
     return srv_reply_json(r, 200, a);
+}
+
+/* Prometheus text with llama-server's metric names. */
+enum MHD_Result srv_route_metrics(struct srv_req *r) {
+    struct srv_counts c = srv_engine_counts(r->srv->engine);
+    char *text = NULL;
+    if (asprintf(&text,
+                 "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.\n"
+                 "# TYPE llamacpp:prompt_tokens_total counter\n"
+                 "llamacpp:prompt_tokens_total %llu\n"
+                 "# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.\n"
+                 "# TYPE llamacpp:tokens_predicted_total counter\n"
+                 "llamacpp:tokens_predicted_total %llu\n"
+                 "# HELP llamacpp:requests_processing Number of requests processing.\n"
+                 "# TYPE llamacpp:requests_processing gauge\n"
+                 "llamacpp:requests_processing %d\n"
+                 "# HELP llamacpp:requests_deferred Number of requests deferred.\n"
+                 "# TYPE llamacpp:requests_deferred gauge\n"
+                 "llamacpp:requests_deferred %d\n",
+                 (unsigned long long)c.prompt_tokens, (unsigned long long)c.predicted_tokens, c.processing,
+                 c.deferred) < 0)
+        return srv_reply_error(r, 500, "out of memory");
+    return srv_reply_plain(r, 200, text);
 }
 
 enum MHD_Result srv_route_tokenize(struct srv_req *r) {

@@ -91,8 +91,13 @@ void srv_engine_poke(struct srv_engine *e);
 void srv_engine_shutdown(struct srv_engine *e);
 void srv_engine_free(struct srv_engine *e);
 int32_t srv_engine_n_ctx_slot(const struct srv_engine *e);
-/* {"id", "n_ctx", "is_processing", "n_cached"} per slot (GET /slots). */
+/* {"id", "n_ctx", "is_processing"} per slot (GET /slots). */
 cJSON *srv_engine_slots_json(struct srv_engine *e);
+struct srv_counts {
+    int processing, deferred;                 /* requests in slots, waiting in the queue */
+    uint64_t prompt_tokens, predicted_tokens; /* evaluated since the start */
+};
+struct srv_counts srv_engine_counts(struct srv_engine *e);
 
 /* ---- the server object the routes see */
 struct kiln_server {
@@ -121,6 +126,7 @@ struct srv_req {
     size_t body_len;
 };
 enum MHD_Result srv_reply_json(struct srv_req *r, unsigned status, cJSON *json); /* takes json */
+enum MHD_Result srv_reply_plain(struct srv_req *r, unsigned status, char *text);  /* takes malloc'd text */
 enum MHD_Result srv_reply_error(struct srv_req *r, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The client closed its side of the connection. */
@@ -131,6 +137,7 @@ enum MHD_Result srv_route_health(struct srv_req *r);
 enum MHD_Result srv_route_models(struct srv_req *r);
 enum MHD_Result srv_route_props(struct srv_req *r);
 enum MHD_Result srv_route_slots(struct srv_req *r);
+enum MHD_Result srv_route_metrics(struct srv_req *r);
 enum MHD_Result srv_route_tokenize(struct srv_req *r);
 enum MHD_Result srv_route_detokenize(struct srv_req *r);
 enum MHD_Result srv_route_apply_template(struct srv_req *r);

@@ -23,7 +23,7 @@ int cmd_serve(int argc, char **argv) {
             printf("usage: kiln serve -m MODEL [--host ADDR] [--port N] [-np N] [-c N] [-t N] [--api-key KEY]\n"
                    "An HTTP server with continuous batching: OpenAI's /v1/completions,\n"
                    "/v1/chat/completions, /v1/models and llama-server's /completion, /health,\n"
-                   "/tokenize, /detokenize, /apply-template, /props, /slots. The context (-c) is\n"
+                   "/tokenize, /detokenize, /apply-template, /props, /slots, /metrics. The context (-c) is\n"
                    "shared by the slots: each holds -c / -np tokens.\n%s"
                    "  --host ADDR             address to listen on (default 127.0.0.1)\n"
                    "  --port N                port (default 8080; 0: any free port, printed)\n"
