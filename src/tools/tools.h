@@ -22,10 +22,10 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
-int cmd_serve(int argc, char **argv);
 
 /* Strict number parsing: the whole string must be a number in [lo, hi].
  * On failure prints "kiln NAME: invalid value 'V' for FLAG: ..." to stderr and returns false. */
