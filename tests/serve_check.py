@@ -391,6 +391,11 @@ for method, path, body, want, word in bad:
     if want == 405:
         check("405 names Allow", "Allow" in h, h)
 check("at least 30 malformed requests", len(bad) >= 30)
+st, h, _, raw = req("OPTIONS", "/v1/chat/completions", headers={"Origin": "http://x", "Access-Control-Request-Method": "POST"})
+check("CORS preflight", st == 204 and h.get("Access-Control-Allow-Methods") == "POST" and
+      h.get("Access-Control-Allow-Origin") == "*" and "Authorization" in h.get("Access-Control-Allow-Headers", ""), (st, h))
+st, h, _, _ = req("GET", "/health")
+check("responses allow any origin", h.get("Access-Control-Allow-Origin") == "*", h)
 # a chunked upload over the limit (no Content-Length to refuse it early)
 s = socket.create_connection(("127.0.0.1", port))
 s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")

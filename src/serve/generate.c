@@ -164,6 +164,7 @@ static enum MHD_Result reply_stream(struct srv_req *r, struct srv_task *t) {
     }
     MHD_add_response_header(resp, "Content-Type", "text/event-stream");
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
     enum MHD_Result ret = MHD_queue_response(r->conn, 200, resp);
     MHD_destroy_response(resp);
     return ret;

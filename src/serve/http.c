@@ -42,6 +42,7 @@ static enum MHD_Result reply_body(struct srv_req *r, unsigned status, char *text
         return MHD_NO;
     }
     MHD_add_response_header(resp, "Content-Type", type);
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*"); /* browsers' scripts too */
     if (extra_header) MHD_add_response_header(resp, extra_header, extra_value);
     enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
@@ -105,6 +106,19 @@ bool srv_client_gone(struct MHD_Connection *conn) {
     return false;
 }
 
+/* A browser's CORS preflight: any origin may call with these methods and headers. */
+static enum MHD_Result reply_preflight(struct srv_req *r, const char *allow) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
+    MHD_add_response_header(resp, "Access-Control-Allow-Methods", allow);
+    MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Content-Type, Authorization, X-Api-Key");
+    MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
+    enum MHD_Result ret = MHD_queue_response(r->conn, 204, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
 /* ------------------------------------------------------------------ routing */
 
 struct route {
@@ -155,6 +169,7 @@ static enum MHD_Result dispatch(struct srv_req *r) {
         if (!strcmp(routes[i].method, r->method)) found = &routes[i];
     }
     if (!path_known) return srv_reply_error(r, 404, "no route %s %s", r->method, r->url);
+    if (!strcmp(r->method, "OPTIONS")) return reply_preflight(r, allow);
     if (!found) {
         char msg[128];
         snprintf(msg, sizeof msg, "%s does not take %s (use %s)", r->url, r->method, allow);
