@@ -217,21 +217,6 @@ static size_t safe_len(const struct srv_task *t) {
     return h > t->safe ? h : t->safe;
 }
 
-static bool text_append(struct srv_task *t, const char *s, size_t n) {
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 1024;
-        while (cap < t->len + n + 1) cap *= 2;
-        char *p = realloc(t->text, cap);
-        if (!p) return false;
-        t->text = p;
-        t->cap = cap;
-    }
-    memcpy(t->text + t->len, s, n);
-    t->len += n;
-    t->text[t->len] = 0;
-    return true;
-}
-
 static void logprobs(const float *logits, int64_t n_vocab, int32_t tok, int n_top, struct srv_tok *rec) {
     float mx = -INFINITY;
     for (int64_t i = 0; i < n_vocab; i++)
@@ -309,7 +294,7 @@ static void slot_sample(struct srv_engine *e, struct srv_slot *s, const float *l
                 t->cap_toks = cap;
             }
         }
-        oom = t->n_toks == t->cap_toks || !text_append(t, piece, (size_t)pl);
+        oom = t->n_toks == t->cap_toks || !srv_bytes_append(&t->text, &t->len, &t->cap, piece, (size_t)pl);
         if (!oom) t->toks[t->n_toks++] = rec;
         /* a stop string can only end in the new piece */
         size_t ms = max_stop_len(t), from = old + 1 > ms ? old + 1 - ms : 0, cut = t->len;

@@ -9,6 +9,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+bool srv_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t c = *cap ? *cap : 1024;
+        while (c < *len + n + 1) c *= 2;
+        char *p = realloc(*buf, c);
+        if (!p) return false;
+        *buf = p;
+        *cap = c;
+    }
+    memcpy(*buf + *len, data, n);
+    *len += n;
+    (*buf)[*len] = 0;
+    return true;
+}
+
 /* s[0, len) with every invalid UTF-8 sequence replaced by U+FFFD (malloc'd). */
 static char *utf8_clean(const char *s, size_t len) {
     char *out = malloc(len * 3 + 1), *o = out;

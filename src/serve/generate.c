@@ -44,17 +44,7 @@ struct stream {
 };
 
 static bool out_append(struct stream *st, const char *s, size_t n) {
-    if (st->len + n > st->cap) {
-        size_t cap = st->cap ? st->cap * 2 : 4096;
-        while (cap < st->len + n) cap *= 2;
-        char *b = realloc(st->buf, cap);
-        if (!b) return false;
-        st->buf = b;
-        st->cap = cap;
-    }
-    memcpy(st->buf + st->len, s, n);
-    st->len += n;
-    return true;
+    return srv_bytes_append(&st->buf, &st->len, &st->cap, s, n);
 }
 
 static bool out_event(struct stream *st, cJSON *json) {

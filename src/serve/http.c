@@ -204,18 +204,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             st->too_big = true;
             return MHD_YES;
         }
-        if (st->len + n + 1 > st->cap) {
-            size_t cap = st->cap ? st->cap : 4096;
-            while (cap < st->len + n + 1) cap *= 2;
-            char *b = realloc(st->body, cap);
-            if (!b) return MHD_NO;
-            st->body = b;
-            st->cap = cap;
-        }
-        memcpy(st->body + st->len, upload, n);
-        st->len += n;
-        st->body[st->len] = 0;
-        return MHD_YES;
+        return srv_bytes_append(&st->body, &st->len, &st->cap, upload, n) ? MHD_YES : MHD_NO;
     }
     if (st->too_big) return srv_reply_error(&r, 413, "request body over the limit of %zu bytes", s->p.max_body);
     r.body = st->body ? st->body : "";

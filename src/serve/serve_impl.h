@@ -168,6 +168,9 @@ cJSON *srv_format_timings(const struct srv_task *t);
 cJSON *srv_format_chunk(struct kiln_server *s, struct srv_task *t, size_t from, size_t to, int32_t tok0,
                         int32_t tok1, bool final);
 cJSON *srv_format_usage(const struct srv_task *t);
+/* Append n bytes to the growable *buf (*len used, *cap allocated), keeping a NUL
+ * after them; false when memory runs out (the buffer is unchanged then). */
+bool srv_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n);
 /* o[key] = s[0, len) as valid UTF-8 (invalid sequences become U+FFFD). */
 void srv_add_text(cJSON *o, const char *key, const char *s, size_t len);
 double srv_now(void);
