@@ -187,6 +187,8 @@ struct kiln_context *kiln_context_new(const struct kiln_model *model, struct kil
                                       size_t errlen);
 void kiln_context_free(struct kiln_context *ctx);
 uint32_t kiln_n_ctx(const struct kiln_context *ctx);
+uint32_t kiln_n_batch(const struct kiln_context *ctx);   /* most tokens per kiln_decode */
+uint32_t kiln_n_seq_max(const struct kiln_context *ctx); /* sequences 0 .. n_seq_max-1 */
 const char *kiln_context_error(const struct kiln_context *ctx); /* message of the last failure */
 void kiln_set_n_threads(struct kiln_context *ctx, int n_threads);
 /* Bytes of the compute buffer and of the KV cache (memory reports). */
@@ -452,6 +454,10 @@ enum kiln_chat_template kiln_chat_template_detect(const char *jinja);
 /* "chatml", "llama2", "llama3", "mistral-v7", "gemma", ... (llama.cpp's names, for
  * --template NAME); KILN_CHAT_UNKNOWN for NULL or an unknown name. */
 enum kiln_chat_template kiln_chat_template_from_name(const char *name);
+/* The family of a model's tokenizer.chat_template, ChatML (llama.cpp's fallback)
+ * when it has none or kiln does not recognise it; *found (if not NULL) says whether
+ * the model's own template was recognised. */
+enum kiln_chat_template kiln_model_chat_template(const struct kiln_model *model, bool *found);
 /* Name of a family ("unknown" for KILN_CHAT_UNKNOWN or out of range). */
 const char *kiln_chat_template_name(enum kiln_chat_template t);
 /* Render msgs[0 .. n) in family t, then the assistant's opening when

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf.h"
 #include "kiln.h"
 
 /* ------------------------------------------------------------------ output */
@@ -536,4 +537,21 @@ enum kiln_chat_template kiln_chat_template_detect(const char *tmpl) {
     if (HAS("<|begin|>") && HAS("<|end|>") && HAS("<|content|>")) return KILN_CHAT_SOLAR_OPEN;
 #undef HAS
     return KILN_CHAT_UNKNOWN;
+}
+
+enum kiln_chat_template kiln_model_chat_template(const struct kiln_model *model, bool *found) {
+    if (found) *found = false;
+    const struct gguf_file *g = model ? kiln_model_gguf(model) : NULL;
+    struct gguf_str s;
+    if (!g || gguf_find_key(g, "tokenizer.chat_template") < 0 || !gguf_get_str(g, "tokenizer.chat_template", &s))
+        return KILN_CHAT_CHATML;
+    char *text = malloc(s.len + 1);
+    if (!text) return KILN_CHAT_CHATML;
+    memcpy(text, s.ptr, s.len);
+    text[s.len] = 0;
+    enum kiln_chat_template t = kiln_chat_template_detect(text);
+    free(text);
+    if (t == KILN_CHAT_UNKNOWN) return KILN_CHAT_CHATML;
+    if (found) *found = true;
+    return t;
 }

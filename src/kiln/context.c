@@ -169,6 +169,8 @@ void kiln_context_free(struct kiln_context *ctx) {
 }
 
 uint32_t kiln_n_ctx(const struct kiln_context *ctx) { return ctx->params.n_ctx; }
+uint32_t kiln_n_batch(const struct kiln_context *ctx) { return ctx->params.n_batch; }
+uint32_t kiln_n_seq_max(const struct kiln_context *ctx) { return ctx->params.n_seq_max; }
 const char *kiln_context_error(const struct kiln_context *ctx) { return ctx->err; }
 void kiln_set_n_threads(struct kiln_context *ctx, int n_threads) {
     if (n_threads >= 1 && n_threads <= 512) {
@@ -256,6 +258,9 @@ int kiln_decode(struct kiln_context *ctx, const struct kiln_batch *b) {
     if (all_out) n_out = 1;
 
     int64_t head = kiln_kv_find_slot(&ctx->kv, (uint32_t)T);
+    /* sequences that come and go leave holes: close them when they are what stops us */
+    if (head < 0 && ctx->kv.size - ctx->kv.used >= (uint32_t)T && kiln_kv_defrag(&ctx->kv))
+        head = kiln_kv_find_slot(&ctx->kv, (uint32_t)T);
     if (head < 0)
         return decode_error(ctx, -2, "no room in the KV cache for %d tokens (%u of %u cells used)", T, ctx->kv.used,
                             ctx->kv.size);

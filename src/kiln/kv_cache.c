@@ -33,6 +33,7 @@ bool kiln_kv_init(struct kiln_kv_cache *kv, const struct kiln_model *m, uint32_t
         return false;
     }
     kv->size = size;
+    kv->n_layer = (uint32_t)hp->n_layer;
     kv->type_k = type_k;
     kv->type_v = type_v;
     kv->v_trans = !kt_is_quantized(type_v);
@@ -86,6 +87,56 @@ int64_t kiln_kv_find_slot(const struct kiln_kv_cache *kv, uint32_t n) {
         if (run == n) return (int64_t)i + 1 - n;
     }
     return -1;
+}
+
+/* Move tensor rows (row bytes each, one per cell when per_cell, else cells are
+ * elements of es bytes inside each of n_rows rows of kv->size elements) so that cell
+ * from[k] lands in cell k. from[] rises and from[k] >= k, so moving in order never
+ * overwrites a cell still to be read. */
+static void move_cells(struct kt_tensor *t, const uint32_t *from, uint32_t n, size_t row, size_t n_rows,
+                       size_t es, void *scratch) {
+    size_t bytes = kt_nbytes(t);
+    kt_tensor_get(t, scratch, 0, bytes);
+    unsigned char *d = scratch;
+    if (es == 0) {
+        for (uint32_t k = 0; k < n; k++)
+            if (from[k] != k) memcpy(d + (size_t)k * row, d + (size_t)from[k] * row, row);
+    } else {
+        for (size_t r = 0; r < n_rows; r++)
+            for (uint32_t k = 0; k < n; k++)
+                if (from[k] != k) memcpy(d + r * row + (size_t)k * es, d + r * row + (size_t)from[k] * es, es);
+    }
+    kt_tensor_set(t, scratch, 0, bytes);
+}
+
+bool kiln_kv_defrag(struct kiln_kv_cache *kv) {
+    uint32_t *from = malloc(sizeof *from * (kv->size ? kv->size : 1)), n = 0;
+    size_t scratch_size = 0;
+    for (uint32_t il = 0; il < kv->n_layer; il++) {
+        if (kt_nbytes(kv->k[il]) > scratch_size) scratch_size = kt_nbytes(kv->k[il]);
+        if (kt_nbytes(kv->v[il]) > scratch_size) scratch_size = kt_nbytes(kv->v[il]);
+    }
+    void *scratch = malloc(scratch_size ? scratch_size : 1);
+    if (!from || !scratch) {
+        free(from);
+        free(scratch);
+        return false;
+    }
+    for (uint32_t i = 0; i < kv->size; i++)
+        if (kv->cells[i].seq) from[n++] = i;
+    if (n > 0 && from[n - 1] != n - 1) { /* some cell is not yet in place */
+        for (uint32_t il = 0; il < kv->n_layer; il++) {
+            struct kt_tensor *k = kv->k[il], *v = kv->v[il];
+            move_cells(k, from, n, k->nb[1], 0, 0, scratch);
+            if (kv->v_trans) move_cells(v, from, n, v->nb[1], (size_t)v->ne[1], kt_type_size(kv->type_v), scratch);
+            else move_cells(v, from, n, v->nb[1], 0, 0, scratch);
+        }
+        for (uint32_t k = 0; k < n; k++) kv->cells[k] = kv->cells[from[k]];
+        for (uint32_t k = n; k < kv->size; k++) kv->cells[k] = (struct kiln_kv_cell){.pos = -1, .seq = 0};
+    }
+    free(from);
+    free(scratch);
+    return true;
 }
 
 uint32_t kiln_kv_n_kv(const struct kiln_kv_cache *kv, uint32_t pad) {

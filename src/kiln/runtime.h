@@ -120,6 +120,7 @@ struct kiln_kv_cell {
 struct kiln_kv_cache {
     uint32_t size;    /* cells (n_ctx) */
     uint32_t used;    /* cells holding at least one sequence */
+    uint32_t n_layer;
     enum kt_type type_k, type_v;
     bool v_trans;     /* V stored transposed (cells contiguous per dim) */
     struct kiln_kv_cell *cells;
@@ -143,6 +144,9 @@ struct kiln_kv_views kiln_kv_store(const struct kiln_graph_in *in, int il, struc
                                    struct kt_tensor *v);
 /* first cell of a run of n free cells, or -1 */
 int64_t kiln_kv_find_slot(const struct kiln_kv_cache *kv, uint32_t n);
+/* Move the used cells (K/V data and bookkeeping, order kept) to the front so the
+ * free ones form one run; false, the cache unchanged, when memory runs out. */
+bool kiln_kv_defrag(struct kiln_kv_cache *kv);
 /* cells [0, n_kv) cover every used cell, padded */
 uint32_t kiln_kv_n_kv(const struct kiln_kv_cache *kv, uint32_t pad);
 

@@ -6,7 +6,6 @@
  * holds are decoded: the cache is kept across turns.
  */
 #include "model_args.h"
-#include "gguf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -59,20 +58,6 @@ static char *render(enum kiln_chat_template t, const struct conversation *c, boo
     return buf;
 }
 
-static enum kiln_chat_template model_template(const struct kiln_model *m) {
-    const struct gguf_file *g = kiln_model_gguf(m);
-    struct gguf_str s;
-    if (gguf_find_key(g, "tokenizer.chat_template") < 0 || !gguf_get_str(g, "tokenizer.chat_template", &s))
-        return KILN_CHAT_CHATML;
-    char *text = malloc(s.len + 1);
-    if (!text) return KILN_CHAT_CHATML;
-    memcpy(text, s.ptr, s.len);
-    text[s.len] = 0;
-    enum kiln_chat_template t = kiln_chat_template_detect(text);
-    free(text);
-    return t == KILN_CHAT_UNKNOWN ? KILN_CHAT_CHATML : t;
-}
-
 int cmd_chat(int argc, char **argv) {
     const char *cmd = "chat";
     struct model_args ma;
@@ -118,7 +103,7 @@ int cmd_chat(int argc, char **argv) {
     size_t line_cap = 0;
     struct gen_out cache = {0}; /* the ids the KV cache holds, in order */
     if (!smpl || !model_args_load(&ma, cmd, 0)) goto done;
-    if (!tmpl_name) tmpl = model_template(ma.model);
+    if (!tmpl_name) tmpl = kiln_model_chat_template(ma.model, NULL);
     const struct kiln_vocab *v = kiln_model_vocab(ma.model);
     const int64_t n_vocab = kiln_model_hparams(ma.model)->n_vocab;
     batch = kiln_batch_init(512);

@@ -28,6 +28,7 @@ static const struct kiln_cmd commands[] = {
     {"detokenize", cmd_detokenize, "token ids back to text"},
     {"eval", cmd_eval, "evaluate a prompt in one batch: its tokens and (optionally) every position's logits"},
     {"run", cmd_run, "generate text from a prompt"},
+    {"serve", cmd_serve, "an OpenAI- and llama-server-compatible HTTP server with continuous batching"},
     {"chat", cmd_chat, "a multi-turn conversation on stdin/stdout with the model's chat template"},
     {"bench", cmd_bench, "prompt processing and generation speed, like llama-bench"},
     {"perplexity", cmd_perplexity, "perplexity of a text file by llama.cpp's method"},

@@ -1,0 +1,415 @@
+/*
+ * params.c - request bodies into tasks: every field is type- and range-checked
+ * and a bad one is named in the error (the client gets a 400), prompts become
+ * token ids (text tokenized, ids checked against the vocabulary), chat
+ * messages are rendered with the model's template.
+ */
+#include "serve_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+cJSON *srv_parse_body(struct srv_req *r, char *err, size_t errlen) {
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(r->body, r->body_len, &end, false);
+    if (!root) {
+        size_t at = end && end >= r->body ? (size_t)(end - r->body) : 0;
+        snprintf(err, errlen, "the body is not valid JSON (error near byte %zu)", at);
+        return NULL;
+    }
+    /* trailing bytes other than whitespace are an error too */
+    for (const char *p = end; p && p < r->body + r->body_len; p++)
+        if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t') {
+            snprintf(err, errlen, "the body is not valid JSON (trailing data at byte %zu)", (size_t)(p - r->body));
+            cJSON_Delete(root);
+            return NULL;
+        }
+    if (!cJSON_IsObject(root)) {
+        snprintf(err, errlen, "the body must be a JSON object");
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* ------------------------------------------------------------------ typed fields */
+
+/* A number field in [lo, hi]: absent or null leaves *out; false with a message otherwise. */
+static bool get_num(const cJSON *o, const char *key, double lo, double hi, double *out, char *err, size_t errlen) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!it || cJSON_IsNull(it)) return true;
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < lo || it->valuedouble > hi) {
+        snprintf(err, errlen, "'%s' must be a number in [%g, %g]", key, lo, hi);
+        return false;
+    }
+    *out = it->valuedouble;
+    return true;
+}
+
+static bool get_f32(const cJSON *o, const char *key, double lo, double hi, float *out, char *err, size_t errlen) {
+    double d = *out;
+    if (!get_num(o, key, lo, hi, &d, err, errlen)) return false;
+    *out = (float)d;
+    return true;
+}
+
+static bool get_int(const cJSON *o, const char *key, double lo, double hi, int64_t *out, char *err, size_t errlen) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!it || cJSON_IsNull(it)) return true;
+    double d = it->valuedouble;
+    if (!cJSON_IsNumber(it) || d != floor(d) || d < lo || d > hi) {
+        snprintf(err, errlen, "'%s' must be an integer in [%.0f, %.0f]", key, lo, hi);
+        return false;
+    }
+    *out = (int64_t)d;
+    return true;
+}
+
+static bool get_bool(const cJSON *o, const char *key, bool *out, char *err, size_t errlen) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!it || cJSON_IsNull(it)) return true;
+    if (!cJSON_IsBool(it)) {
+        snprintf(err, errlen, "'%s' must be true or false", key);
+        return false;
+    }
+    *out = cJSON_IsTrue(it);
+    return true;
+}
+
+/* ------------------------------------------------------------------ prompts */
+
+int32_t srv_tokenize(const struct kiln_vocab *v, const char *text, size_t len, bool add_special, int32_t **ids) {
+    if (len > (size_t)INT32_MAX - 8) return -1;
+    int64_t cap = (int64_t)len + 8;
+    int32_t *out = malloc(sizeof *out * (size_t)cap);
+    if (!out) return -1;
+    int64_t n = kiln_tokenize(v, text, len, out, cap, add_special, true);
+    if (n < 0 && n != KILN_ERR_INVALID && -n <= INT32_MAX) {
+        cap = -n;
+        int32_t *more = realloc(out, sizeof *out * (size_t)cap);
+        if (!more) {
+            free(out);
+            return -1;
+        }
+        out = more;
+        n = kiln_tokenize(v, text, len, out, cap, add_special, true);
+    }
+    if (n < 0 || n > INT32_MAX) {
+        free(out);
+        return -1;
+    }
+    *ids = out;
+    return (int32_t)n;
+}
+
+bool srv_parse_ids(struct kiln_server *s, const cJSON *arr, const char *field, int32_t **ids, int32_t *n, char *err,
+                   size_t errlen) {
+    int size = cJSON_GetArraySize(arr);
+    int32_t n_vocab = kiln_vocab_n_tokens(s->vocab);
+    int32_t *out = malloc(sizeof *out * (size_t)(size > 0 ? size : 1));
+    if (!out) {
+        snprintf(err, errlen, "out of memory");
+        return false;
+    }
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr) {
+        double d = it->valuedouble;
+        if (!cJSON_IsNumber(it) || d != floor(d) || d < 0 || d >= n_vocab) {
+            snprintf(err, errlen, "'%s'[%d] must be a token id in [0, %d]", field, i, n_vocab - 1);
+            free(out);
+            return false;
+        }
+        out[i++] = (int32_t)d;
+    }
+    *ids = out;
+    *n = i;
+    return true;
+}
+
+static bool is_id_array(const cJSON *a) {
+    return cJSON_IsArray(a) && cJSON_GetArraySize(a) > 0 && cJSON_IsNumber(cJSON_GetArrayItem(a, 0));
+}
+
+bool srv_parse_prompt(struct kiln_server *s, const cJSON *prompt, struct srv_task *t, char *err, size_t errlen) {
+    if (cJSON_IsArray(prompt) && !is_id_array(prompt)) { /* a list of prompts: one is served */
+        if (cJSON_GetArraySize(prompt) != 1) {
+            snprintf(err, errlen, "'prompt' must hold exactly one prompt (it has %d)", cJSON_GetArraySize(prompt));
+            return false;
+        }
+        prompt = cJSON_GetArrayItem(prompt, 0);
+    }
+    if (cJSON_IsString(prompt)) {
+        int32_t n = srv_tokenize(s->vocab, prompt->valuestring, strlen(prompt->valuestring),
+                                 kiln_vocab_add_bos(s->vocab), &t->prompt);
+        if (n < 0) {
+            snprintf(err, errlen, "'prompt' cannot be tokenized");
+            return false;
+        }
+        t->n_prompt = n;
+    } else if (is_id_array(prompt)) {
+        if (!srv_parse_ids(s, prompt, "prompt", &t->prompt, &t->n_prompt, err, errlen)) return false;
+    } else {
+        snprintf(err, errlen, "'prompt' must be a string, an array of token ids, or a one-element array of either");
+        return false;
+    }
+    if (t->n_prompt == 0) {
+        snprintf(err, errlen, "'prompt' is empty");
+        return false;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------ chat messages */
+
+static const char *const roles[] = {"system", "user", "assistant"};
+
+/* A message's content: a string, or an array of {"type": "text", "text": ...} parts joined. */
+static char *message_content(const cJSON *c, int i, char *err, size_t errlen) {
+    if (cJSON_IsString(c)) return strdup(c->valuestring);
+    if (!cJSON_IsArray(c)) {
+        snprintf(err, errlen, "'messages'[%d].content must be a string or an array of text parts", i);
+        return NULL;
+    }
+    size_t len = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, c) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text)) {
+            snprintf(err, errlen, "'messages'[%d].content parts must be {\"type\": \"text\", \"text\": string}", i);
+            return NULL;
+        }
+        len += strlen(text->valuestring);
+    }
+    char *out = malloc(len + 1), *p = out;
+    if (!out) return NULL;
+    cJSON_ArrayForEach(part, c) {
+        const char *text = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+        size_t l = strlen(text);
+        memcpy(p, text, l);
+        p += l;
+    }
+    *p = 0;
+    return out;
+}
+
+char *srv_render_messages(struct kiln_server *s, const cJSON *messages, bool add_assistant, char *err,
+                          size_t errlen) {
+    int n = cJSON_GetArraySize(messages);
+    if (!cJSON_IsArray(messages) || n == 0) {
+        snprintf(err, errlen, "'messages' must be a non-empty array of {\"role\", \"content\"}");
+        return NULL;
+    }
+    struct kiln_chat_msg *msgs = calloc((size_t)n, sizeof *msgs);
+    char **contents = calloc((size_t)n, sizeof *contents);
+    char *out = NULL;
+    if (!msgs || !contents) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
+    int i = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, messages) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        if (!cJSON_IsObject(m) || !cJSON_IsString(role)) {
+            snprintf(err, errlen, "'messages'[%d] must be an object with a string 'role'", i);
+            goto done;
+        }
+        size_t r = 0;
+        while (r < sizeof roles / sizeof roles[0] && strcmp(roles[r], role->valuestring)) r++;
+        if (r == sizeof roles / sizeof roles[0]) {
+            snprintf(err, errlen, "'messages'[%d].role '%.40s' is not one of system, user, assistant", i,
+                     role->valuestring);
+            goto done;
+        }
+        if (!(contents[i] = message_content(cJSON_GetObjectItemCaseSensitive(m, "content"), i, err, errlen)))
+            goto done;
+        msgs[i] = (struct kiln_chat_msg){roles[r], contents[i]};
+        i++;
+    }
+    int64_t need = kiln_chat_apply(s->tmpl, msgs, (size_t)n, add_assistant, NULL, 0);
+    size_t size = need < 0 ? (size_t)-need : (size_t)need + 1;
+    if (need == KILN_ERR_INVALID || !(out = malloc(size))) {
+        snprintf(err, errlen, "cannot render the messages with the chat template");
+        goto done;
+    }
+    if (kiln_chat_apply(s->tmpl, msgs, (size_t)n, add_assistant, out, size) < 0) {
+        snprintf(err, errlen, "cannot render the messages with the chat template");
+        free(out);
+        out = NULL;
+    }
+done:
+    for (int k = 0; contents && k < n; k++) free(contents[k]);
+    free(contents);
+    free(msgs);
+    return out;
+}
+
+/* ------------------------------------------------------------------ generation fields */
+
+static bool parse_stop(const cJSON *body, struct srv_task *t, char *err, size_t errlen) {
+    const cJSON *stop = cJSON_GetObjectItemCaseSensitive(body, "stop");
+    if (!stop || cJSON_IsNull(stop)) return true;
+    if (cJSON_IsString(stop)) {
+        if (!*stop->valuestring) return true;
+        return (t->stop[t->n_stop++] = strdup(stop->valuestring)) != NULL;
+    }
+    if (!cJSON_IsArray(stop) || cJSON_GetArraySize(stop) > SRV_MAX_STOP) {
+        snprintf(err, errlen, "'stop' must be a string or an array of at most %d strings", SRV_MAX_STOP);
+        return false;
+    }
+    const cJSON *it;
+    int i = 0;
+    cJSON_ArrayForEach(it, stop) {
+        if (!cJSON_IsString(it) || !*it->valuestring || strlen(it->valuestring) > 256) {
+            snprintf(err, errlen, "'stop'[%d] must be a non-empty string of at most 256 bytes", i);
+            return false;
+        }
+        if (!(t->stop[t->n_stop++] = strdup(it->valuestring))) return false;
+        i++;
+    }
+    return true;
+}
+
+#define MAX_BIAS 300 /* OpenAI's limit */
+
+/* OpenAI's {"token id": bias} or llama-server's [[id, bias], ...]; bias in [-100, 100] */
+static bool parse_logit_bias(struct kiln_server *s, const cJSON *body, struct kiln_logit_bias *out, size_t *n,
+                             char *err, size_t errlen) {
+    const cJSON *lb = cJSON_GetObjectItemCaseSensitive(body, "logit_bias");
+    if (!lb || cJSON_IsNull(lb)) return true;
+    if ((!cJSON_IsObject(lb) && !cJSON_IsArray(lb)) || cJSON_GetArraySize(lb) > MAX_BIAS) {
+        snprintf(err, errlen, "'logit_bias' must map at most %d token ids to biases", MAX_BIAS);
+        return false;
+    }
+    const int32_t n_vocab = kiln_vocab_n_tokens(s->vocab);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, lb) {
+        double id = -1;
+        const cJSON *v = it;
+        if (cJSON_IsArray(lb)) {
+            const cJSON *a = cJSON_GetArrayItem(it, 0);
+            v = cJSON_GetArrayItem(it, 1);
+            if (cJSON_IsArray(it) && cJSON_GetArraySize(it) == 2 && cJSON_IsNumber(a)) id = a->valuedouble;
+        } else {
+            char *end;
+            long l = strtol(it->string, &end, 10);
+            if (*it->string && !*end) id = (double)l;
+        }
+        if (id != floor(id) || id < 0 || id >= n_vocab || !cJSON_IsNumber(v) || !(v->valuedouble >= -100) ||
+            !(v->valuedouble <= 100)) {
+            snprintf(err, errlen, "'logit_bias' entries must be a token id in [0, %d] with a bias in [-100, 100]",
+                     n_vocab - 1);
+            return false;
+        }
+        out[(*n)++] = (struct kiln_logit_bias){(int32_t)id, (float)v->valuedouble};
+    }
+    return true;
+}
+
+bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, struct srv_task *t, char *err,
+                   size_t errlen) {
+    t->api = api;
+    struct kiln_sampling_params sp = kiln_sampling_default_params();
+    int64_t n = 1, n_predict = s->p.n_predict, seed = -1, top_k = sp.top_k, last_n = sp.penalty_last_n, logprobs = 0;
+    const int32_t n_ctx = srv_engine_n_ctx_slot(s->engine);
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(body, "model");
+    if (model && !cJSON_IsString(model) && !cJSON_IsNull(model)) {
+        snprintf(err, errlen, "'model' must be a string");
+        return false;
+    }
+    if (!get_int(body, "n", 1, 1e9, &n, err, errlen)) return false;
+    if (n != 1) {
+        snprintf(err, errlen, "'n' must be 1: one choice per request");
+        return false;
+    }
+    if (api == SRV_API_LLAMA) {
+        if (!get_int(body, "n_predict", -1, 1 << 24, &n_predict, err, errlen) ||
+            !get_int(body, "max_tokens", -1, 1 << 24, &n_predict, err, errlen))
+            return false;
+    } else {
+        if (!get_int(body, "max_tokens", 0, 1 << 24, &n_predict, err, errlen)) return false;
+        if (api == SRV_API_CHAT && !get_int(body, "max_completion_tokens", 0, 1 << 24, &n_predict, err, errlen))
+            return false;
+    }
+    if (!get_f32(body, "temperature", 0, 100, &sp.temp, err, errlen) ||
+        !get_f32(body, "top_p", 1e-6, 1, &sp.top_p, err, errlen) ||
+        !get_int(body, "top_k", 0, 1 << 30, &top_k, err, errlen) ||
+        !get_f32(body, "min_p", 0, 1, &sp.min_p, err, errlen) ||
+        !get_f32(body, "typical_p", 1e-6, 1, &sp.typical_p, err, errlen) ||
+        !get_f32(body, "presence_penalty", -2, 2, &sp.penalty_present, err, errlen) ||
+        !get_f32(body, "frequency_penalty", -2, 2, &sp.penalty_freq, err, errlen) ||
+        !get_f32(body, "repeat_penalty", 1e-3, 100, &sp.penalty_repeat, err, errlen) ||
+        !get_int(body, "repeat_last_n", -1, 1 << 20, &last_n, err, errlen) ||
+        !get_int(body, "seed", -9.2e18, 9.2e18, &seed, err, errlen))
+        return false;
+    sp.top_k = (int32_t)top_k;
+    sp.penalty_last_n = (int32_t)(last_n < 0 ? n_ctx : last_n);
+    sp.seed = seed < 0 ? KILN_SEED_RANDOM : (uint32_t)(seed & 0xFFFFFFFF);
+    if (!get_bool(body, "stream", &t->stream, err, errlen) ||
+        !get_bool(body, "cache_prompt", &t->cache_prompt, err, errlen))
+        return false;
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(body, "stream_options");
+    if (so && !cJSON_IsNull(so)) {
+        if (!cJSON_IsObject(so) || !get_bool(so, "include_usage", &t->include_usage, err, errlen)) {
+            if (!cJSON_IsObject(so)) snprintf(err, errlen, "'stream_options' must be an object");
+            return false;
+        }
+    }
+    /* logprobs: an integer count (completions), a flag plus top_logprobs (chat), n_probs (llama) */
+    if (api == SRV_API_COMPLETIONS) {
+        if (!get_int(body, "logprobs", 0, SRV_MAX_TOP, &logprobs, err, errlen)) return false;
+        const cJSON *lp = cJSON_GetObjectItemCaseSensitive(body, "logprobs");
+        t->want_logprobs = lp && cJSON_IsNumber(lp);
+        t->n_probs = (int)logprobs;
+    } else if (api == SRV_API_CHAT) {
+        if (!get_bool(body, "logprobs", &t->want_logprobs, err, errlen) ||
+            !get_int(body, "top_logprobs", 0, SRV_MAX_TOP, &logprobs, err, errlen))
+            return false;
+        if (logprobs > 0 && !t->want_logprobs) {
+            snprintf(err, errlen, "'top_logprobs' needs 'logprobs': true");
+            return false;
+        }
+        t->n_probs = (int)logprobs;
+    } else {
+        if (!get_int(body, "n_probs", 0, SRV_MAX_TOP, &logprobs, err, errlen)) return false;
+        t->n_probs = (int)logprobs;
+        t->want_logprobs = logprobs > 0;
+    }
+    if (!parse_stop(body, t, err, errlen)) {
+        if (!*err) snprintf(err, errlen, "out of memory");
+        return false;
+    }
+    /* limits against the slot's context: a prompt that does not fit is an error, not a truncation */
+    if (t->n_prompt >= n_ctx) {
+        snprintf(err, errlen, "the prompt is %d tokens, the context of a slot holds %d (prompt + at least 1)",
+                 t->n_prompt, n_ctx);
+        return false;
+    }
+    if (n_predict > 0 && (int64_t)t->n_prompt + n_predict > (int64_t)n_ctx + 1) {
+        snprintf(err, errlen, "'%s' %lld with a prompt of %d tokens is beyond the context of a slot (%d tokens)",
+                 api == SRV_API_LLAMA ? "n_predict" : "max_tokens", (long long)n_predict, t->n_prompt, n_ctx);
+        return false;
+    }
+    t->n_predict = (int32_t)n_predict;
+    /* logit_bias, and ignore_eos (llama-server): end-of-generation tokens banned */
+    struct kiln_logit_bias bias[MAX_BIAS + 2];
+    size_t n_bias = 0;
+    if (!parse_logit_bias(s, body, bias, &n_bias, err, errlen)) return false;
+    bool ignore_eos = false;
+    if (!get_bool(body, "ignore_eos", &ignore_eos, err, errlen)) return false;
+    int32_t eogs[2] = {kiln_vocab_eos(s->vocab), kiln_vocab_eot(s->vocab)};
+    for (int i = 0; ignore_eos && i < 2; i++)
+        if (eogs[i] != KILN_TOKEN_NULL) bias[n_bias++] = (struct kiln_logit_bias){eogs[i], -INFINITY};
+    sp.logit_bias = bias;
+    sp.n_logit_bias = n_bias;
+    t->smpl = kiln_sampler_from_params(&sp);
+    if (!t->smpl) {
+        snprintf(err, errlen, "sampling parameters: %s", kiln_sampler_last_error());
+        return false;
+    }
+    return true;
+}

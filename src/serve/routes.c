@@ -1,0 +1,167 @@
+/*
+ * routes.c - the routes that answer at once (no generation): health, models,
+ * props, slots, tokenize, detokenize, apply-template, with llama-server's
+ * field names.
+ */
+#include "serve_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum MHD_Result srv_route_health(struct srv_req *r) {
+    bool ready = atomic_load(&r->srv->ready);
+    if (!ready) return srv_reply_error(r, 503, "loading model");
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "status", "ok");
+    return srv_reply_json(r, 200, o);
+}
+
+enum MHD_Result srv_route_models(struct srv_req *r) {
+    struct kiln_server *s = r->srv;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", s->model_id);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)time(NULL));
+    cJSON_AddStringToObject(m, "owned_by", "kiln");
+    cJSON *meta = cJSON_AddObjectToObject(m, "meta");
+    const struct kiln_hparams *hp = kiln_model_hparams(s->model);
+    cJSON_AddNumberToObject(meta, "n_vocab", (double)hp->n_vocab);
+    cJSON_AddNumberToObject(meta, "n_ctx_train", (double)hp->n_ctx_train);
+    cJSON_AddNumberToObject(meta, "n_embd", (double)hp->n_embd);
+    cJSON_AddNumberToObject(meta, "n_params", (double)kiln_model_n_params(s->model));
+    cJSON_AddNumberToObject(meta, "size", (double)kiln_model_size(s->model));
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), m);
+    return srv_reply_json(r, 200, o);
+}
+
+enum MHD_Result srv_route_props(struct srv_req *r) {
+    struct kiln_server *s = r->srv;
+    cJSON *o = cJSON_CreateObject();
+    cJSON *g = cJSON_AddObjectToObject(o, "default_generation_settings");
+    cJSON_AddNumberToObject(g, "n_ctx", srv_engine_n_ctx_slot(s->engine));
+    cJSON_AddNumberToObject(g, "n_predict", s->p.n_predict);
+    cJSON_AddNumberToObject(o, "total_slots", s->p.n_parallel);
+    cJSON_AddStringToObject(o, "model_path", s->model_path);
+    cJSON_AddStringToObject(o, "chat_template", kiln_chat_template_name(s->tmpl));
+    char desc[128];
+    kiln_model_desc(s->model, desc, sizeof desc);
+    cJSON_AddStringToObject(o, "model_desc", desc);
+    cJSON_AddStringToObject(o, "build_info", "kiln");
+    return srv_reply_json(r, 200, o);
+}
+
+enum MHD_Result srv_route_slots(struct srv_req *r) {
+    cJSON *a = srv_engine_slots_json(r->srv->engine);
+    if (!a) return srv_reply_error(r, 500, "out of memory");
+    return srv_reply_json(r, 200, a);
+}
+
+/* Prometheus text with llama-server's metric names. */
+enum MHD_Result srv_route_metrics(struct srv_req *r) {
+    struct srv_counts c = srv_engine_counts(r->srv->engine);
+    char *text = NULL;
+    if (asprintf(&text,
+                 "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.\n"
+                 "# TYPE llamacpp:prompt_tokens_total counter\n"
+                 "llamacpp:prompt_tokens_total %llu\n"
+                 "# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.\n"
+                 "# TYPE llamacpp:tokens_predicted_total counter\n"
+                 "llamacpp:tokens_predicted_total %llu\n"
+                 "# HELP llamacpp:requests_processing Number of requests processing.\n"
+                 "# TYPE llamacpp:requests_processing gauge\n"
+                 "llamacpp:requests_processing %d\n"
+                 "# HELP llamacpp:requests_deferred Number of requests deferred.\n"
+                 "# TYPE llamacpp:requests_deferred gauge\n"
+                 "llamacpp:requests_deferred %d\n",
+                 (unsigned long long)c.prompt_tokens, (unsigned long long)c.predicted_tokens, c.processing,
+                 c.deferred) < 0)
+        return srv_reply_error(r, 500, "out of memory");
+    return srv_reply_plain(r, 200, text);
+}
+
+enum MHD_Result srv_route_tokenize(struct srv_req *r) {
+    char err[256] = "";
+    cJSON *body = srv_parse_body(r, err, sizeof err);
+    if (!body) return srv_reply_error(r, 400, "%s", err);
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(body, "content");
+    const cJSON *add = cJSON_GetObjectItemCaseSensitive(body, "add_special");
+    const cJSON *pieces = cJSON_GetObjectItemCaseSensitive(body, "with_pieces");
+    enum MHD_Result ret;
+    if (!cJSON_IsString(content)) {
+        ret = srv_reply_error(r, 400, "'content' must be a string");
+    } else if ((add && !cJSON_IsBool(add)) || (pieces && !cJSON_IsBool(pieces))) {
+        ret = srv_reply_error(r, 400, "'%s' must be true or false", add && !cJSON_IsBool(add) ? "add_special" : "with_pieces");
+    } else {
+        int32_t *ids = NULL;
+        int32_t n = srv_tokenize(r->srv->vocab, content->valuestring, strlen(content->valuestring),
+                                 cJSON_IsTrue(add), &ids);
+        if (n < 0) {
+            ret = srv_reply_error(r, 500, "cannot tokenize 'content'");
+        } else {
+            cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "tokens");
+            for (int32_t i = 0; i < n; i++) {
+                if (!cJSON_IsTrue(pieces)) {
+                    cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
+                    continue;
+                }
+                char buf[256];
+                int64_t len = kiln_token_to_piece(r->srv->vocab, ids[i], buf, sizeof buf, false);
+                cJSON *e = cJSON_CreateObject();
+                cJSON_AddNumberToObject(e, "id", ids[i]);
+                srv_add_text(e, "piece", buf, len > 0 ? (size_t)len : 0);
+                cJSON_AddItemToArray(arr, e);
+            }
+            free(ids);
+            ret = srv_reply_json(r, 200, o);
+        }
+    }
+    cJSON_Delete(body);
+    return ret;
+}
+
+enum MHD_Result srv_route_detokenize(struct srv_req *r) {
+    char err[256] = "";
+    cJSON *body = srv_parse_body(r, err, sizeof err);
+    if (!body) return srv_reply_error(r, 400, "%s", err);
+    const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(body, "tokens");
+    int32_t *ids = NULL, n = 0;
+    enum MHD_Result ret;
+    if (!cJSON_IsArray(tokens)) {
+        ret = srv_reply_error(r, 400, "'tokens' must be an array of token ids");
+    } else if (!srv_parse_ids(r->srv, tokens, "tokens", &ids, &n, err, sizeof err)) {
+        ret = srv_reply_error(r, 400, "%s", err);
+    } else {
+        int64_t len = kiln_detokenize(r->srv->vocab, ids, n, NULL, 0, false, false);
+        size_t size = len < 0 ? (size_t)-len + 1 : (size_t)len + 1;
+        char *text = len == KILN_ERR_INVALID ? NULL : malloc(size);
+        if (text) len = kiln_detokenize(r->srv->vocab, ids, n, text, size, false, false);
+        if (!text || len < 0) {
+            ret = srv_reply_error(r, 500, "cannot detokenize");
+        } else {
+            cJSON *o = cJSON_CreateObject();
+            srv_add_text(o, "content", text, (size_t)len);
+            ret = srv_reply_json(r, 200, o);
+        }
+        free(text);
+    }
+    free(ids);
+    cJSON_Delete(body);
+    return ret;
+}
+
+enum MHD_Result srv_route_apply_template(struct srv_req *r) {
+    char err[256] = "";
+    cJSON *body = srv_parse_body(r, err, sizeof err);
+    if (!body) return srv_reply_error(r, 400, "%s", err);
+    char *text = srv_render_messages(r->srv, cJSON_GetObjectItemCaseSensitive(body, "messages"), true, err, sizeof err);
+    cJSON_Delete(body);
+    if (!text) return srv_reply_error(r, 400, "%s", err);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "prompt", text);
+    free(text);
+    return srv_reply_json(r, 200, o);
+}

@@ -1,0 +1,40 @@
+/*
+ * serve.h - the HTTP server behind `kiln serve`, as the tool sees it: start it
+ * listening (GET /health answers 503 while the model loads), hand it the loaded
+ * model and context, stop it. Everything else is private to src/serve.
+ */
+#ifndef KILN_SERVE_H
+#define KILN_SERVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kiln.h"
+
+struct kiln_server_params {
+    const char *host;     /* address to bind ("127.0.0.1", "::1", "0.0.0.0" ...) */
+    int port;             /* 0: any free port (kiln_server_port says which) */
+    int n_parallel;       /* slots: sequences decoded together (the context's n_seq_max) */
+    int timeout_s;        /* idle connection timeout */
+    const char *api_key;  /* NULL: no authentication */
+    int n_predict;        /* default token limit per request (-1: the slot's context) */
+    int queue_max;        /* requests waiting for a slot before 503 */
+    size_t max_body;      /* request body limit in bytes (413 beyond) */
+    int prefill_chunk;    /* most prompt tokens per step while other slots generate */
+};
+struct kiln_server_params kiln_server_default_params(void);
+
+struct kiln_server;
+
+/* Listen; NULL with a message in err (address in use, bad host ...). */
+struct kiln_server *kiln_server_start(const struct kiln_server_params *p, char *err, size_t errlen);
+int kiln_server_port(const struct kiln_server *s);
+/* Serve this model (the server borrows both until kiln_server_stop; the context
+ * must have n_seq_max >= n_parallel). Starts the decode loop; /health turns 200. */
+bool kiln_server_attach(struct kiln_server *s, const struct kiln_model *model, struct kiln_context *ctx,
+                        const char *model_path, char *err, size_t errlen);
+/* Stop accepting, cancel what runs or waits (clients get an error), close every
+ * connection, join the threads, free the server. */
+void kiln_server_stop(struct kiln_server *s);
+
+#endif

@@ -1,0 +1,109 @@
+/*
+ * serve.c - `kiln serve`: the OpenAI-compatible and llama-server-compatible
+ * HTTP server (src/serve) with llama-server's flag names. It listens before the
+ * model loads (/health says 503 meanwhile) and exits 0 on SIGINT/SIGTERM.
+ */
+#include "model_args.h"
+#include "serve.h"
+
+#include <signal.h>
+#include <string.h>
+
+int cmd_serve(int argc, char **argv) {
+    const char *cmd = "serve";
+    struct model_args ma;
+    model_args_init(&ma);
+    struct kiln_server_params sp = kiln_server_default_params();
+    for (int i = 1; i < argc; i++) {
+        int r = model_args_parse(&ma, cmd, argc, argv, &i);
+        if (r < 0) return EXIT_USAGE;
+        if (r > 0) continue;
+        const char *o = argv[i], *v;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            printf("usage: kiln serve -m MODEL [--host ADDR] [--port N] [-np N] [-c N] [-t N] [--api-key KEY]\n"
+                   "An HTTP server with continuous batching: OpenAI's /v1/completions,\n"
+                   "/v1/chat/completions, /v1/models and llama-server's /completion, /health,\n"
+                   "/tokenize, /detokenize, /apply-template, /props, /slots, /metrics. The context (-c) is\n"
+                   "shared by the slots: each holds -c / -np tokens.\n%s"
+                   "  --host ADDR             address to listen on (default 127.0.0.1)\n"
+                   "  --port N                port (default 8080; 0: any free port, printed)\n"
+                   "  -np, --parallel N       slots: requests decoded together (default 1)\n"
+                   "  -n, --n-predict N       default token limit per request (-1: the slot's context)\n"
+                   "  --api-key KEY           require 'Authorization: Bearer KEY' (not on /health)\n"
+                   "  --timeout S             close idle connections after S seconds (default 600)\n"
+                   "  --queue N               requests waiting for a slot before 503 (default 64)\n"
+                   "  --prefill-chunk N       prompt tokens per step while others generate (default 128)\n",
+                   model_args_help());
+            return EXIT_OK;
+        } else if (!strcmp(o, "--host")) {
+            if (!(sp.host = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+        } else if (!strcmp(o, "--port")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !tool_parse_int(cmd, o, v, 0, 65535, &sp.port))
+                return EXIT_USAGE;
+        } else if (!strcmp(o, "-np") || !strcmp(o, "--parallel")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !tool_parse_int(cmd, o, v, 1, 64, &sp.n_parallel))
+                return EXIT_USAGE;
+        } else if (!strcmp(o, "-n") || !strcmp(o, "--n-predict")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !tool_parse_int(cmd, o, v, -1, 1 << 24, &sp.n_predict))
+                return EXIT_USAGE;
+        } else if (!strcmp(o, "--api-key")) {
+            if (!(sp.api_key = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (!*sp.api_key) return tool_usage_error(cmd, "--api-key must not be empty");
+        } else if (!strcmp(o, "--timeout") || !strcmp(o, "-to")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !tool_parse_int(cmd, o, v, 1, 86400, &sp.timeout_s))
+                return EXIT_USAGE;
+        } else if (!strcmp(o, "--queue")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !tool_parse_int(cmd, o, v, 1, 65536, &sp.queue_max))
+                return EXIT_USAGE;
+        } else if (!strcmp(o, "--prefill-chunk")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) ||
+                !tool_parse_int(cmd, o, v, 1, 1 << 20, &sp.prefill_chunk))
+                return EXIT_USAGE;
+        } else {
+            return tool_usage_error(cmd, "unknown option '%s'", o);
+        }
+    }
+    if (!ma.model_path) return tool_usage_error(cmd, "-m MODEL is required");
+    ma.cparams.n_seq_max = (uint32_t)sp.n_parallel;
+
+    /* SIGINT/SIGTERM are taken by sigwait below: blocked here, before any thread
+     * starts, so that every thread inherits the mask */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGINT, SIG_DFL); /* a shell's background job starts with SIGINT ignored */
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGPIPE, SIG_IGN);
+
+    char err[512];
+    struct kiln_server *srv = kiln_server_start(&sp, err, sizeof err);
+    if (!srv) {
+        fprintf(stderr, "kiln %s: %s\n", cmd, err);
+        return EXIT_RUNTIME;
+    }
+    fprintf(stderr, "kiln %s: listening on http://%s%s%s:%d\n", cmd, strchr(sp.host, ':') ? "[" : "", sp.host,
+            strchr(sp.host, ':') ? "]" : "", kiln_server_port(srv));
+    int rc = EXIT_RUNTIME;
+    if (!model_args_load(&ma, cmd, 0)) goto done;
+    if ((uint32_t)sp.n_parallel > kiln_n_ctx(ma.ctx)) {
+        fprintf(stderr, "kiln %s: %d slots do not fit a context of %u tokens\n", cmd, sp.n_parallel,
+                kiln_n_ctx(ma.ctx));
+        goto done;
+    }
+    if (!kiln_server_attach(srv, ma.model, ma.ctx, ma.model_path, err, sizeof err)) {
+        fprintf(stderr, "kiln %s: %s\n", cmd, err);
+        goto done;
+    }
+    fprintf(stderr, "kiln %s: model loaded: %d slot(s) of %u tokens\n", cmd, sp.n_parallel,
+            kiln_n_ctx(ma.ctx) / (uint32_t)sp.n_parallel);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "kiln %s: %s: stopping\n", cmd, sig == SIGINT ? "SIGINT" : "SIGTERM");
+    rc = EXIT_OK;
+done:
+    kiln_server_stop(srv);
+    model_args_free(&ma);
+    return rc;
+}
