@@ -49,7 +49,7 @@ struct gguf_file {
     char *err; /* last getter failure (separate allocation so const accessors can set it) */
 };
 
-#define GGUF_ERRLEN 256
+#define GGUF_ERRLEN 1024 /* room for a long path and the reason after it */
 
 /* Byte size of a scalar of type t (0 for STRING, ARRAY and unknown ids). */
 size_t gguf_scalar_size(enum gguf_type t);

@@ -185,6 +185,11 @@ static bool parse_header(struct gguf_file *g, struct cursor *c, uint64_t *n_tens
         char m[5];
         for (int i = 0; i < 4; i++) m[i] = c->base[i] >= 0x20 && c->base[i] < 0x7f ? (char)c->base[i] : '?';
         m[4] = 0;
+        /* ggml's pre-GGUF formats wrote their magic as a little-endian u32 */
+        static const char *const legacy[] = {"lmgg", "fmgg", "tjgg", "algg"};
+        for (size_t i = 0; i < sizeof legacy / sizeof legacy[0]; i++)
+            if (!memcmp(c->base, legacy[i], 4))
+                return fail(c, 0, "bad magic '%s': a legacy GGML/GGJT file, not GGUF (convert it to GGUF)", m);
         return fail(c, 0, "bad magic '%s' (expected 'GGUF')", m);
     }
     c->pos = 4;
@@ -219,6 +224,11 @@ static bool parse_kvs(struct gguf_file *g, struct cursor *c, uint64_t n_kv) {
         if (!rd_str(c, &kv.key, "key")) return false;
         if (kv.key.len == 0) return fail(c, at, "key %llu is empty", (unsigned long long)i);
         printable(kv.key, name, sizeof name);
+        /* keys are identifiers and the spec makes them UTF-8: anything else is damage. String
+         * VALUES are not checked: real vocabularies carry token texts that are not whole UTF-8
+         * (pieces of a character), which the tokenizer handles and the tools escape */
+        size_t valid = gguf_utf8_valid_len(kv.key.ptr, (size_t)kv.key.len);
+        if (valid < kv.key.len) return fail(c, at + 8 + valid, "key '%s' is not valid UTF-8", name);
         size_t type_at = c->pos;
         uint32_t t;
         if (!rd_u32(c, &t, "value type")) return false;
@@ -272,6 +282,8 @@ static bool parse_tensor_info(struct gguf_file *g, struct cursor *c, struct gguf
     memset(t, 0, sizeof *t);
     if (!rd_str(c, &t->name, "tensor name")) return false;
     printable(t->name, name, sizeof name);
+    size_t valid = gguf_utf8_valid_len(t->name.ptr, (size_t)t->name.len); /* a name, like a key */
+    if (valid < t->name.len) return fail(c, at + 8 + valid, "tensor name '%s' is not valid UTF-8", name);
     if (t->name.len >= KT_MAX_NAME)
         return fail(c, at, "tensor name '%s' is %llu bytes (at most %d)", name,
                     (unsigned long long)t->name.len, KT_MAX_NAME - 1);
@@ -448,7 +460,7 @@ static void *read_all(int fd, size_t *size) {
 }
 
 struct gguf_file *gguf_open(const char *path, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block the open */
     if (fd < 0) {
         gguf_fmt(err, errlen, "cannot open %s: %s", path, strerror(errno));
         return NULL;
@@ -460,6 +472,12 @@ struct gguf_file *gguf_open(const char *path, char *err, size_t errlen) {
     if (have_st && S_ISDIR(st.st_mode)) {
         close(fd);
         gguf_fmt(err, errlen, "cannot open %s: is a directory", path);
+        return NULL;
+    }
+    /* a device or FIFO has no end to trust (/dev/zero would be read into memory forever) */
+    if (have_st && !S_ISREG(st.st_mode)) {
+        close(fd);
+        gguf_fmt(err, errlen, "cannot open %s: not a regular file (a GGUF model must be a file)", path);
         return NULL;
     }
     if (have_st && S_ISREG(st.st_mode) && st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX) {

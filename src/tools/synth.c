@@ -72,7 +72,7 @@ int cmd_synth(int argc, char **argv) {
     p.progress = tool_progress_fn;
     p.progress_data = &bar;
 
-    char err[512];
+    char err[1024];
     bool ok = kiln_synth(&p, out, err, sizeof err);
     tool_progress_done(&bar);
     if (!ok) {
