@@ -186,9 +186,9 @@ int cmd_bench(int argc, char **argv) {
             printf("  {\"model_type\": ");
             tool_json_str(stdout, desc, strlen(desc));
             printf(", \"model_size\": %zu, \"model_n_params\": %lld, \"n_threads\": %d, \"n_prompt\": %d, "
-                   "\"n_gen\": %d, \"avg_ts\": %.3f, \"stddev_ts\": %.3f, \"mem_read_gbs\": %.2f}%s\n",
-                   msize, (long long)n_params, ma.n_threads, res[i].n_prompt, res[i].n_gen, res[i].avg, res[i].sd,
-                   bw, i + 1 < n_res ? "," : "");
+                   "\"n_gen\": %d, \"n_batch\": %d, \"avg_ts\": %.3f, \"stddev_ts\": %.3f, \"mem_read_gbs\": %.2f}%s\n",
+                   msize, (long long)n_params, ma.n_threads, res[i].n_prompt, res[i].n_gen, batch.capacity,
+                   res[i].avg, res[i].sd, bw, i + 1 < n_res ? "," : "");
         }
         printf("]\n");
     } else {

@@ -37,7 +37,7 @@ int cmd_perplexity(int argc, char **argv) {
             printf("usage: kiln perplexity -m MODEL -f TEXT [-c N] [--chunks N] [--json] [options]\n"
                    "llama.cpp's method: chunks of N tokens (-c, default 512) each starting with BOS,\n"
                    "the second half of each chunk scored. Prints PPL = x +/- y; --json prints\n"
-                   "{\"ppl\": x, \"ppl_uncertainty\": y, \"n_ctx\": N, \"n_chunks\": C, \"n_tokens\": T, \"scored\": S}.\n%s",
+                   "{\"ppl\": x, \"ppl_uncertainty\": y, \"n_ctx\": N, \"n_batch\": B, \"n_chunks\": C, \"n_tokens\": T, \"scored\": S}.\n%s",
                    model_args_help());
             return EXIT_OK;
         } else if (!strcmp(o, "-f") || !strcmp(o, "--file")) {
@@ -112,9 +112,9 @@ int cmd_perplexity(int argc, char **argv) {
     double ppl = exp(mean);
     double unc = count > 1 ? ppl * sqrt((mean2 - mean * mean) / (double)(count - 1)) : 0.0;
     if (json)
-        printf("{\"ppl\": %.6f, \"ppl_uncertainty\": %.6f, \"n_ctx\": %d, \"n_chunks\": %lld, \"n_tokens\": %lld, "
-               "\"scored\": %ld}\n",
-               ppl, unc, n_ctx, (long long)n_chunk, (long long)n, count);
+        printf("{\"ppl\": %.6f, \"ppl_uncertainty\": %.6f, \"n_ctx\": %d, \"n_batch\": %d, \"n_chunks\": %lld, "
+               "\"n_tokens\": %lld, \"scored\": %ld}\n",
+               ppl, unc, n_ctx, n_batch, (long long)n_chunk, (long long)n, count);
     else
         printf("PPL = %.4f +/- %.4f (%lld chunks of %d tokens, %ld scored)\n", ppl, unc, (long long)n_chunk, n_ctx,
                count);
