@@ -193,6 +193,11 @@ check "pipe gets the raw byte" test "$(od -An -tx1 "$tmp/out" | tr -d ' ')" = 1b
 check "detokenize ESC to a terminal" exit_is 0 script -qec "\"$kiln\" detokenize -m \"$M\" 30 31 32" /dev/null
 check "terminal gets \\x1b" grep -qF '\x1b\x1c\x1d' "$tmp/out"
 check "terminal gets no raw ESC" python3 -c 'import sys; assert 0x1b not in open(sys.argv[1],"rb").read()' "$tmp/out"
+# and in run's stream: the random tiny model emits ESC bytes with seed 6
+check "run to a pipe" exit_is 0 "$kiln" run -m "$tmp/tiny.gguf" -p a -n 200 --temp 1.5 --seed 6
+check "the pipe gets raw ESC (the case is exercised)" python3 -c 'import sys; assert 0x1b in open(sys.argv[1],"rb").read()' "$tmp/out"
+check "run to a terminal" exit_is 0 script -qec "\"$kiln\" run -m \"$tmp/tiny.gguf\" -p a -n 200 --temp 1.5 --seed 6" /dev/null
+check "the terminal gets \\x1b, no raw ESC" python3 -c 'import sys; b=open(sys.argv[1],"rb").read(); assert 0x1b not in b and b"\\x1b" in b' "$tmp/out"
 
 # ---- item 11: messages that say what is wrong
 check "eval on a vocabulary-only file" exit_is 1 "$kiln" eval -m "$shared/vocab/ggml-vocab-llama-spm.gguf" -p hi
