@@ -227,6 +227,14 @@ check "perplexity --chunks -1" exit_is 2 "$kiln" perplexity -m "$M" -f "$tmp/tex
 check "quantize -t nan" exit_is 2 "$kiln" quantize -t nan "$M" "$tmp/x.gguf" Q8_0
 check "synth --seed ''" exit_is 2 "$kiln" synth --preset tiny --seed '' -o "$tmp/x.gguf"
 check "detokenize -5" exit_is 2 "$kiln" detokenize -m "$M" -5
+for c in "info -m ''" "run -p hi -m ''" "eval -m $M -p hi --logits ''" "run -m $M -f ''" "tokenize -m $M -f ''" \
+         "perplexity -m $M -f ''" "synth --preset tiny -o ''" "quantize $M '' Q8_0" "info -m $M --tensor x --dump ''"; do
+  check "$c" exit_is 2 bash -c "exec \"$kiln\" $c"
+  check "$c: names the empty name" err_has "empty string"
+done
 check "no output was written by the usage errors" test ! -e "$tmp/x.gguf"
+# devices and FIFOs given as outputs are written, not replaced or resolved
+check "--logits /dev/stdout" exit_is 0 "$kiln" eval -m "$M" -p hi --logits /dev/stdout
+check "--logits /dev/stdout: the logits on stdout" test "$(stat -c %s "$tmp/out")" -gt 256000
 
 tu_finish test_hostile

@@ -87,10 +87,11 @@ bool gguf_outfile_open(struct gguf_outfile *o, const char *path, const char *inp
                  path, input);
         return false;
     }
-    /* a symlink is kept and its target replaced, as an editor would */
+    /* a symlink is kept and its target replaced, as an editor would (a device or FIFO is
+     * opened by the name given: /dev/stdout resolves to a pipe that has no path) */
     struct stat st;
     bool exists = stat(path, &st) == 0;
-    char *target = exists ? realpath(path, NULL) : NULL;
+    char *target = exists && S_ISREG(st.st_mode) ? realpath(path, NULL) : exists ? strdup(path) : NULL;
     if (exists && !target) return fail(err, errlen, "cannot resolve", path, errno);
     if (!exists) target = strdup(path);
     if (!target) return fail(err, errlen, "cannot write", path, ENOMEM);
@@ -99,6 +100,21 @@ bool gguf_outfile_open(struct gguf_outfile *o, const char *path, const char *inp
         gguf_fmt(err, errlen, "cannot write %s: it is a directory", path);
         gguf_outfile_abort(o);
         return false;
+    }
+    /* the file the shell redirected our stdout or stderr to (--logits /dev/stdout > f):
+     * replacing it would detach the redirection, so write through that descriptor */
+    for (int std = 1; exists && S_ISREG(st.st_mode) && std <= 2; std++) {
+        struct stat ss;
+        if (fstat(std, &ss) != 0 || ss.st_dev != st.st_dev || ss.st_ino != st.st_ino) continue;
+        int fd = dup(std);
+        if (fd < 0 || !(o->f = fdopen(fd, "wb"))) {
+            int e = errno;
+            if (fd >= 0) close(fd);
+            gguf_outfile_abort(o);
+            return fail(err, errlen, "cannot write", path, e);
+        }
+        fflush(std == 1 ? stdout : stderr); /* what is already written comes first */
+        return true;
     }
     if (exists && !S_ISREG(st.st_mode)) { /* a device or FIFO: nothing to replace, write to it */
         int fd = open(target, O_WRONLY | O_CLOEXEC);

@@ -71,6 +71,15 @@ const char *tool_arg_value(const char *cmd, int argc, char **argv, int *i) {
     return argv[*i];
 }
 
+const char *tool_arg_path(const char *cmd, int argc, char **argv, int *i) {
+    const char *v = tool_arg_value(cmd, argc, argv, i);
+    if (v && !*v) {
+        tool_usage_error(cmd, "%s needs a file name, not an empty string", argv[*i - 1]);
+        return NULL;
+    }
+    return v;
+}
+
 int tool_usage_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

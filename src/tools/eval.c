@@ -59,7 +59,7 @@ int cmd_eval(int argc, char **argv) {
                    model_args_help());
             return EXIT_OK;
         } else if (!strcmp(o, "--logits")) {
-            if (!(logits_path = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (!(logits_path = tool_arg_path(cmd, argc, argv, &i))) return EXIT_USAGE;
         } else {
             return tool_usage_error(cmd, "unknown option '%s'", o);
         }

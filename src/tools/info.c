@@ -381,11 +381,11 @@ int cmd_info(int argc, char **argv) {
             usage(stdout);
             return EXIT_OK;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
+            if (!(model = tool_arg_path(CMD, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "--tensor")) {
             if (!(tensor = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "--dump")) {
-            if (!(dump = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
+            if (!(dump = tool_arg_path(CMD, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "--json")) {
             json = true;
         } else if (!strcmp(a, "--tensors")) {

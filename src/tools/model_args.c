@@ -29,7 +29,7 @@ int model_args_parse(struct model_args *a, const char *cmd, int argc, char **arg
     const char *opt = argv[*i];
     const char *v;
     if (!strcmp(opt, "-m") || !strcmp(opt, "--model")) {
-        if (!(v = tool_arg_value(cmd, argc, argv, i))) return -1;
+        if (!(v = tool_arg_path(cmd, argc, argv, i))) return -1;
         a->model_path = v;
     } else if (!strcmp(opt, "-t") || !strcmp(opt, "--threads")) {
         if (!(v = tool_arg_value(cmd, argc, argv, i)) || !tool_parse_int(cmd, opt, v, 1, 512, &a->n_threads))
@@ -278,7 +278,8 @@ int prompt_args_parse(struct prompt_args *p, const char *cmd, int argc, char **a
                         : !strcmp(o, "-f") || !strcmp(o, "--file") ? &p->file
                                                                    : NULL;
     if (!slot) return 0;
-    return (*slot = tool_arg_value(cmd, argc, argv, i)) ? 1 : -1;
+    *slot = slot == &p->file ? tool_arg_path(cmd, argc, argv, i) : tool_arg_value(cmd, argc, argv, i);
+    return *slot ? 1 : -1;
 }
 
 const char *prompt_args_text(struct prompt_args *p, const char *cmd, int *rc) {

@@ -41,7 +41,7 @@ int cmd_perplexity(int argc, char **argv) {
                    model_args_help());
             return EXIT_OK;
         } else if (!strcmp(o, "-f") || !strcmp(o, "--file")) {
-            if (!(file = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (!(file = tool_arg_path(cmd, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(o, "--chunks")) {
             if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !tool_parse_int(cmd, o, v, 1, 1 << 30, &max_chunks))
                 return EXIT_USAGE;

@@ -80,6 +80,7 @@ int cmd_quantize(int argc, char **argv) {
         }
     }
     if (npos < 3) return tool_usage_error(CMD, "needs IN, OUT and TYPE");
+    if (!*pos[0] || !*pos[1]) return tool_usage_error(CMD, "IN and OUT need file names, not empty strings");
     if (!kiln_ftype_from_name(pos[2], &p.ftype)) return tool_usage_error(CMD, "unknown TYPE '%s'", pos[2]);
     p.on_tensor = on_tensor;
     p.on_tensor_data = &ui;

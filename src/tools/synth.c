@@ -43,9 +43,9 @@ int cmd_synth(int argc, char **argv) {
         } else if (!strcmp(a, "--preset")) {
             if (!(p.preset = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!(out = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
+            if (!(out = tool_arg_path(CMD, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "--vocab")) {
-            if (!(p.vocab_path = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
+            if (!(p.vocab_path = tool_arg_path(CMD, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "--type")) {
             if (!(v = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
             if (!kt_type_from_name(v, &p.type) ||

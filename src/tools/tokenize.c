@@ -65,11 +65,11 @@ int cmd_tokenize(int argc, char **argv) {
             tokenize_help(stdout);
             return EXIT_OK;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (!(model = tool_arg_path(cmd, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
             if (!(prompt = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (!(file = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (!(file = tool_arg_path(cmd, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "--no-bos")) {
             add_special = false;
         } else if (!strcmp(a, "--special")) {
@@ -144,7 +144,7 @@ int cmd_detokenize(int argc, char **argv) {
             detokenize_help(stdout);
             return EXIT_OK;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = tool_arg_value(cmd, argc, argv, &i))) {
+            if (!(model = tool_arg_path(cmd, argc, argv, &i))) {
                 free(ids);
                 return EXIT_USAGE;
             }

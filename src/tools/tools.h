@@ -34,6 +34,8 @@ bool tool_parse_f64(const char *cmd, const char *flag, const char *s, double lo,
 bool tool_parse_f32(const char *cmd, const char *flag, const char *s, float lo, float hi, float *out);
 /* The value after a flag: argv[*i + 1], advancing *i; prints a usage error if missing. */
 const char *tool_arg_value(const char *cmd, int argc, char **argv, int *i);
+/* Like tool_arg_value for a file name: an empty one is a usage error too. */
+const char *tool_arg_path(const char *cmd, int argc, char **argv, int *i);
 /* Usage error helper: prints "kiln CMD: MESSAGE\n(see 'kiln CMD --help')" and returns EXIT_USAGE. */
 int tool_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Whole file into malloc'd NUL-terminated memory, at most max bytes (a larger file, a
