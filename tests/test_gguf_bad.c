@@ -57,13 +57,6 @@ static void test_header(void) {
     tb_bytes(&b, "GGUX", 4);
     tb_u32(&b, 3), tb_u64(&b, 0), tb_u64(&b, 0);
     expect_bad("magic", &b, "bad magic 'GGUX'", 0);
-    /* ggml's pre-GGUF files are named as such (their magic is a little-endian u32) */
-    const char *legacy[] = {"tjgg", "lmgg", "fmgg"};
-    for (int i = 0; i < 3; i++) {
-        tb_bytes(&b, legacy[i], 4);
-        tb_u32(&b, 3), tb_u64(&b, 0), tb_u64(&b, 0);
-        expect_bad(legacy[i], &b, "legacy GGML/GGJT file", 0);
-    }
 
     tb_header(&b, 1, 0, 0);
     expect_bad("v1", &b, "unsupported GGUF version 1", 4);

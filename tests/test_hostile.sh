@@ -93,6 +93,19 @@ for sig in INT TERM; do
   check "SIG$sig leaves no temporary" no_temps "$tmp"
 done
 
+# SIGINT in a long computation (perplexity over 300 KB): exit 130 at once
+yes 'In the beginning God created the heaven and the earth.' | head -c 300000 >"$tmp/long.txt"
+"$kiln" perplexity -m "$M" -f "$tmp/long.txt" -c 128 >/dev/null 2>&1 &
+pid=$!
+sleep 2
+t0=$(date +%s%N)
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+check "perplexity interrupted exits 130 (got $rc)" test "$rc" -eq 130
+check "perplexity stops within a second (${ms} ms)" test "$ms" -lt 1000
+
 # ---- item 7: a model must be a regular file (no endless read, no blocking FIFO)
 mkfifo "$tmp/fifo"
 : >"$tmp/empty.gguf"
@@ -202,10 +215,6 @@ check "the terminal gets \\x1b, no raw ESC" python3 -c 'import sys; b=open(sys.a
 # ---- item 11: messages that say what is wrong
 check "eval on a vocabulary-only file" exit_is 1 "$kiln" eval -m "$shared/vocab/ggml-vocab-llama-spm.gguf" -p hi
 check "vocabulary-only: says no weights and names the file" err_has "ggml-vocab-llama-spm.gguf has no weights"
-if [ -f "$shared/models/legacy/kjv-q4_0.ggjt.bin" ]; then
-  check "legacy GGJT file" exit_is 1 "$kiln" info -m "$shared/models/legacy/kjv-q4_0.ggjt.bin"
-  check "legacy GGJT: says so" err_has "legacy GGML/GGJT file"
-fi
 check "bench -c 4 -p 8" exit_is 2 "$kiln" bench -m "$M" -c 4 -p 8 -n 0
 check "bench -c 4 -p 8: blames -c" err_has "-c 4 is smaller than the test"
 check "--repeat-penalty 0.001 (the printed bound)" exit_is 0 "$kiln" run -m "$M" -p hi -n 1 --repeat-penalty 0.001

@@ -185,11 +185,6 @@ static bool parse_header(struct gguf_file *g, struct cursor *c, uint64_t *n_tens
         char m[5];
         for (int i = 0; i < 4; i++) m[i] = c->base[i] >= 0x20 && c->base[i] < 0x7f ? (char)c->base[i] : '?';
         m[4] = 0;
-        /* ggml's pre-GGUF formats wrote their magic as a little-endian u32 */
-        static const char *const legacy[] = {"lmgg", "fmgg", "tjgg", "algg"};
-        for (size_t i = 0; i < sizeof legacy / sizeof legacy[0]; i++)
-            if (!memcmp(c->base, legacy[i], 4))
-                return fail(c, 0, "bad magic '%s': a legacy GGML/GGJT file, not GGUF (convert it to GGUF)", m);
         return fail(c, 0, "bad magic '%s' (expected 'GGUF')", m);
     }
     c->pos = 4;
