@@ -60,9 +60,15 @@ static void text_str(FILE *f, const char *s, uint64_t len, uint64_t max) {
     if (len > max) fputs("...", f);
 }
 
+/* A JSON string from file bytes (untrusted: tool_json_str turns bytes that are not
+ * UTF-8 into U+FFFD, so the output stays JSON). */
+static void json_text(FILE *f, const char *p, size_t n) {
+    tool_json_str(f, p, n);
+}
+
 static void print_str(FILE *f, struct gguf_str s, bool json) {
     if (json)
-        tool_json_str(f, s.ptr, (size_t)s.len);
+        json_text(f, s.ptr, (size_t)s.len);
     else
         text_str(f, s.ptr, s.len, 120);
 }
@@ -247,7 +253,7 @@ static void print_text(FILE *f, const char *path, const struct gguf_file *g, con
 
 static void json_opt_str(FILE *f, bool has, struct gguf_str s) {
     if (has)
-        tool_json_str(f, s.ptr, (size_t)s.len);
+        json_text(f, s.ptr, (size_t)s.len);
     else
         fputs("null", f);
 }
@@ -255,7 +261,7 @@ static void json_opt_str(FILE *f, bool has, struct gguf_str s) {
 static void print_json(FILE *f, const char *path, const struct gguf_file *g, const struct summary *s,
                        bool tensors) {
     fputs("{\"file\": ", f);
-    tool_json_str(f, path, strlen(path));
+    json_text(f, path, strlen(path));
     fprintf(f, ", \"version\": %u, \"file_size\": %zu, \"alignment\": %zu, \"data_offset\": %zu",
             gguf_version(g), gguf_size(g), gguf_alignment(g), gguf_data_offset(g));
     fputs(",\n \"architecture\": ", f);
@@ -278,7 +284,7 @@ static void print_json(FILE *f, const char *path, const struct gguf_file *g, con
         if (!key) continue;
         fputs(first ? "" : ", ", f);
         first = false;
-        tool_json_str(f, k.ptr, (size_t)k.len);
+        json_text(f, k.ptr, (size_t)k.len);
         fputs(": ", f);
         print_value(f, g, i, key, true);
         free(key);
@@ -300,7 +306,7 @@ static void print_json(FILE *f, const char *path, const struct gguf_file *g, con
         char *key = key_cstr(k);
         if (!key) continue;
         fputs(i ? ",\n  " : "\n  ", f);
-        tool_json_str(f, k.ptr, (size_t)k.len);
+        json_text(f, k.ptr, (size_t)k.len);
         fprintf(f, ": {\"type\": \"%s\", \"value\": ", gguf_type_name(gguf_kv_type(g, i)));
         print_value(f, g, i, key, true);
         fputc('}', f);
@@ -312,7 +318,7 @@ static void print_json(FILE *f, const char *path, const struct gguf_file *g, con
         for (int64_t i = 0; i < gguf_n_tensors(g); i++) {
             const struct gguf_tensor_info *t = gguf_tensor(g, i);
             fputs(i ? ",\n  {\"name\": " : "\n  {\"name\": ", f);
-            tool_json_str(f, t->name.ptr, (size_t)t->name.len);
+            json_text(f, t->name.ptr, (size_t)t->name.len);
             fputs(", \"shape\": [", f);
             for (int d = 0; d < t->n_dims; d++) fprintf(f, d ? ", %lld" : "%lld", (long long)t->ne[d]);
             fprintf(f, "], \"type\": \"%s\", \"offset\": %llu, \"size\": %zu}", kt_type_name(t->type),
