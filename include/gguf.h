@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -156,6 +157,37 @@ const char *gguf_legacy_format(const struct gguf_file *g);
 /* The legacy format named by the first bytes of the file at path, or NULL (not legacy,
  * unreadable): lets a tool say what it is about to convert before it opens it. */
 const char *gguf_legacy_probe(const char *path);
+
+/* ---- UTF-8 (strict: no overlongs, surrogates or code points above U+10FFFF) */
+
+/* Length of the valid UTF-8 sequence at s[i..n), or 0 if the bytes there are not one. */
+size_t gguf_utf8_seq(const char *s, size_t i, size_t n);
+/* Length of the longest valid UTF-8 prefix of s[0..n): n when all of it is valid. */
+size_t gguf_utf8_valid_len(const char *s, size_t n);
+
+/* ---- output files
+ * Every file kiln writes: a temporary beside the target (in its directory, so the
+ * rename is atomic), renamed over it only at commit; a symlinked target is replaced
+ * and the link kept; a replaced file keeps its mode, a new one gets 0666 less the
+ * umask; an existing device or FIFO is written directly. */
+struct gguf_outfile {
+    FILE *f;    /* write here between open and commit */
+    char *path; /* the target (symlinks resolved) */
+    char *tmp;  /* the temporary (NULL when writing to a device or FIFO) */
+    int slot;   /* in the signal-cleanup table, -1 if none */
+};
+/* Refuses (false, message in err) a directory, and an output that is the same file as
+ * input (same device and inode, through symlinks and hard links) when input is not NULL. */
+bool gguf_outfile_open(struct gguf_outfile *o, const char *path, const char *input, char *err, size_t errlen);
+/* Flush, fsync and rename into place; false with a message (and no file left) on any error. */
+bool gguf_outfile_commit(struct gguf_outfile *o, char *err, size_t errlen);
+/* Close and remove the temporary; safe after a failed open or commit. */
+void gguf_outfile_abort(struct gguf_outfile *o);
+/* Are a and b the same existing file (symlinks followed)? */
+bool gguf_outfile_same(const char *a, const char *b);
+/* Unlink every temporary still open: async-signal-safe, for a SIGINT/SIGTERM handler
+ * that then re-raises the signal. */
+void gguf_outfile_remove_temps(void);
 
 /* ---- writer */
 

@@ -142,6 +142,24 @@ static void test_kv(void) {
     tb_header(&b, 3, 0, 3);
     tb_kv_u32(&b, "a", 1), tb_kv_u32(&b, "b", 2), tb_kv_u32(&b, "a", 3);
     expect_bad("duplicate key", &b, "duplicate key 'a'", 24 + 2 * 17);
+
+    /* keys must be UTF-8 (the spec's strings; llama.cpp accepts these): the offset is the bad byte */
+    tb_header(&b, 3, 0, 1);
+    tb_kv_u32(&b, "\xff\xfe", 1);
+    expect_bad("key ff fe", &b, "key '?\?' is not valid UTF-8", 24 + 8);
+    tb_header(&b, 3, 0, 1);
+    tb_kv_u32(&b, "general.n\xe2\x82", 1); /* a character cut short */
+    expect_bad("key cut char", &b, "is not valid UTF-8", 24 + 8 + 9);
+    tb_header(&b, 3, 0, 1);
+    tb_kv_u32(&b, "k\xed\xa0\x80", 1); /* a surrogate */
+    expect_bad("key surrogate", &b, "is not valid UTF-8", 24 + 8 + 1);
+    tb_header(&b, 3, 0, 1);
+    tb_kv_u32(&b, "caf\xc3\xa9.\xf0\x9f\x94\xa5", 1);
+    expect_good("key utf8", &b);
+    /* string VALUES may hold any bytes (real token texts do): accepted, deliberately */
+    tb_header(&b, 3, 0, 1);
+    tb_kv_str(&b, "k", "\xff\xfe\x1b[31m");
+    expect_good("value not utf8", &b);
 }
 
 static void test_alignment(void) {
@@ -284,6 +302,12 @@ static void test_tensors(void) {
     at = begin(&b, 1);
     tb_u64(&b, 1u << 20), tb_bytes(&b, "x", 1);
     expect_bad("name length", &b, "tensor name length 1048576 exceeds", (long long)at);
+
+    /* a tensor name that is not UTF-8: refused at its first bad byte */
+    at = begin(&b, 1);
+    tb_tensor(&b, "w\xc0\xaf", 2, ne_8x2, 0, 0); /* an overlong '/' */
+    tb_pad(&b, 32), tb_fill(&b, 64, 0);
+    expect_bad("tensor name utf8", &b, "tensor name 'w?\?' is not valid UTF-8", (long long)at + 8 + 1);
 }
 
 /* Every proper prefix of a valid file is rejected, with a message naming an offset. */

@@ -23,7 +23,12 @@ int main(void) {
     peer = getenv("KILN_PEER");
     if (!peer) peer = "/tmp/kiln-peer/peer";
     if (access(peer, X_OK) != 0) {
-        printf("SKIP test_gguf_peer: %s is absent (run ../shared/peer/build.sh)\n", peer);
+        /* CI builds it: scripts/test.sh runs ../shared/peer/build.sh (llama.cpp from npm) and
+         * exports KILN_PEER; absent means that build failed or ../shared/peer is missing */
+        printf("SKIP test_gguf_peer: llama.cpp's peer driver %s is absent, so ggml's reader cannot be asked.\n"
+               "  scripts/test.sh builds it with ../shared/peer/build.sh (needs npm; see\n"
+               "  /tmp/kiln-peer-build.log) and sets KILN_PEER; or run that script and set KILN_PEER.\n",
+               peer);
         return 77;
     }
     char dir[] = "/tmp/kiln-test-gguf-peer-XXXXXX";

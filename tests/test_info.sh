@@ -32,10 +32,18 @@ printf 'GGUF\003\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000
 check "empty file" exit_is 0 "$kiln" info -m "$tmp/empty.gguf" --json --tensors
 check "empty file json" python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["n_tensors"]==0 and d["architecture"] is None' "$tmp/out"
 
-# strings that are not UTF-8 still give valid JSON (U+FFFD), control bytes are escaped
-printf 'GGUF\003\000\000\000''\000\000\000\000\000\000\000\000''\001\000\000\000\000\000\000\000\002\000\000\000\000\000\000\000k\377\010\000\000\000\003\000\000\000\000\000\000\000a\376\n' >"$tmp/utf8.gguf"
+# string values that are not UTF-8 still give valid JSON (U+FFFD), control bytes are escaped
+printf 'GGUF\003\000\000\000''\000\000\000\000\000\000\000\000''\001\000\000\000\000\000\000\000\001\000\000\000\000\000\000\000k\010\000\000\000\005\000\000\000\000\000\000\000a\376\n\033[' >"$tmp/utf8.gguf"
 check "non-UTF-8 strings" exit_is 0 "$kiln" info -m "$tmp/utf8.gguf" --json
-check "non-UTF-8 json" python3 -c 'import json,sys; d=json.load(open(sys.argv[1], encoding="utf-8")); assert d["metadata"]["k\ufffd"]["value"] == "a\ufffd\n", d["metadata"]' "$tmp/out"
+check "non-UTF-8 json" python3 -c 'import json,sys; d=json.load(open(sys.argv[1], encoding="utf-8")); assert d["metadata"]["k"]["value"] == "a\ufffd\n\x1b[", d["metadata"]' "$tmp/out"
+# and as text: no raw invalid byte or escape code reaches the terminal
+check "non-UTF-8 text" exit_is 0 "$kiln" info -m "$tmp/utf8.gguf"
+check "non-UTF-8 text escaped" grep -qF 'k = "a\xfe\n\x1b["' "$tmp/out"
+check "no raw bytes" python3 -c 'import sys; b=open(sys.argv[1],"rb").read(); assert 0x1b not in b and 0xfe not in b' "$tmp/out"
+# a KEY that is not UTF-8 (ff fe) is a damaged file, refused at open with the offset
+printf 'GGUF\003\000\000\000''\000\000\000\000\000\000\000\000''\001\000\000\000\000\000\000\000\002\000\000\000\000\000\000\000\377\376\004\000\000\000\001\000\000\000' >"$tmp/badkey.gguf"
+check "non-UTF-8 key refused" exit_is 1 "$kiln" info -m "$tmp/badkey.gguf"
+check "non-UTF-8 key message" err_has "is not valid UTF-8 at byte 32"
 
 if [ ! -d "$shared/models" ]; then
   echo "SKIP the ../shared part: $shared is absent (set KILN_SHARED)"

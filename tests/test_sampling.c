@@ -211,6 +211,17 @@ static void test_greedy_bias(void) {
     for (int i = 0; i < 200; i++) CHECK(kiln_sampler_sample(g, L4, 4) != 3);
     kiln_sampler_free(g);
 
+    /* a tiny temperature is the near-greedy limit: logits / 1e-45 overflowed to +-inf and
+     * the softmax became NaN, a uniform draw; now the best token, every draw */
+    static const float wide[5] = {-3.5f, 2.0f, 1.75f, -40.0f, 0.5f};
+    g = kiln_sampler_chain_new();
+    CHECK(kiln_sampler_chain_add(g, kiln_sampler_init_temp(1e-45f)));
+    CHECK(kiln_sampler_chain_add(g, kiln_sampler_init_dist(11)));
+    int hits = 0;
+    for (int i = 0; i < 200; i++) hits += kiln_sampler_sample(g, wide, 5) == 1;
+    CHECKF(hits == 200, "temp 1e-45: the best token %d times of 200", hits);
+    kiln_sampler_free(g);
+
     /* a chain that never selects is an error with a message */
     g = kiln_sampler_chain_new();
     CHECK(kiln_sampler_chain_add(g, kiln_sampler_init_top_k(2)));

@@ -151,6 +151,16 @@ int main(void) {
     w = spm_writer();
     gguf_writer_set_u32(w, "tokenizer.ggml.model", 1);
     expect_error(w, "model_type", "tokenizer.ggml.model");
+    /* every token type invalid (or without text): it would load and then print nothing */
+    int32_t bad_types[N_SPM];
+    for (int i = 0; i < N_SPM; i++) bad_types[i] = i % 2 ? 99 : -1;
+    w = spm_writer();
+    gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, bad_types, N_SPM);
+    expect_error(w, "types_all_invalid", "none of the 12 tokens has a text type");
+    for (int i = 0; i < N_SPM; i++) bad_types[i] = 3; /* all control */
+    w = spm_writer();
+    gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, bad_types, N_SPM);
+    expect_error(w, "types_all_control", "tokenizer.ggml.token_type");
     w = spm_writer();
     gguf_writer_set_arr(w, "tokenizer.ggml.tokens", GGUF_TYPE_INT32, spm_types, N_SPM);
     expect_error(w, "tokens_type", "tokenizer.ggml.tokens");

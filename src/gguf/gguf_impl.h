@@ -58,7 +58,7 @@ struct gguf_file {
     char legacy[16];
 };
 
-#define GGUF_ERRLEN 256
+#define GGUF_ERRLEN 1024 /* room for a long path and the reason after it */
 
 /* The bytes a writer would put before its data section (header, metadata, tensor
  * infos, padding), malloc'd: the metadata of a file whose tensor data lives

@@ -507,7 +507,7 @@ done:
 
 const char *gguf_legacy_probe(const char *path) {
     uint8_t b[8];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block the probe */
     if (fd < 0) return NULL;
     ssize_t n = read(fd, b, sizeof b);
     close(fd);

@@ -144,6 +144,11 @@ static bool parse_kvs(struct gguf_file *g, struct gguf_cursor *c, uint64_t n_kv)
         if (!gguf_cur_str(c, &kv.key, "key")) return false;
         if (kv.key.len == 0) return gguf_cur_fail(c, at, "key %llu is empty", (unsigned long long)i);
         gguf_printable(kv.key, name, sizeof name);
+        /* keys are identifiers and the spec makes them UTF-8: anything else is damage. String
+         * VALUES are not checked: real vocabularies carry token texts that are not whole UTF-8
+         * (pieces of a character), which the tokenizer handles and the tools escape */
+        size_t valid = gguf_utf8_valid_len(kv.key.ptr, (size_t)kv.key.len);
+        if (valid < kv.key.len) return gguf_cur_fail(c, at + 8 + valid, "key '%s' is not valid UTF-8", name);
         size_t type_at = c->pos;
         uint32_t t;
         if (!gguf_cur_u32(c, &t, "value type")) return false;
@@ -197,6 +202,8 @@ static bool parse_tensor_info(struct gguf_file *g, struct gguf_cursor *c, struct
     memset(t, 0, sizeof *t);
     if (!gguf_cur_str(c, &t->name, "tensor name")) return false;
     gguf_printable(t->name, name, sizeof name);
+    size_t valid = gguf_utf8_valid_len(t->name.ptr, (size_t)t->name.len); /* a name, like a key */
+    if (valid < t->name.len) return gguf_cur_fail(c, at + 8 + valid, "tensor name '%s' is not valid UTF-8", name);
     if (t->name.len >= KT_MAX_NAME)
         return gguf_cur_fail(c, at, "tensor name '%s' is %llu bytes (at most %d)", name,
                     (unsigned long long)t->name.len, KT_MAX_NAME - 1);
@@ -384,7 +391,7 @@ static void *read_all(int fd, size_t *size) {
 
 /* Map (or read) a whole file: its bytes in *base, *map or *owned set for release. */
 static bool load_file(const char *path, void **map, void **owned, size_t *size, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block the open */
     if (fd < 0) {
         gguf_fmt(err, errlen, "cannot open %s: %s", path, strerror(errno));
         return false;
@@ -397,6 +404,12 @@ static bool load_file(const char *path, void **map, void **owned, size_t *size, 
     if (have_st && S_ISDIR(st.st_mode)) {
         close(fd);
         gguf_fmt(err, errlen, "cannot open %s: is a directory", path);
+        return false;
+    }
+    /* a device or FIFO has no end to trust (/dev/zero would be read into memory forever) */
+    if (have_st && !S_ISREG(st.st_mode)) {
+        close(fd);
+        gguf_fmt(err, errlen, "cannot open %s: not a regular file (a GGUF model must be a file)", path);
         return false;
     }
     if (have_st && S_ISREG(st.st_mode) && st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX) {

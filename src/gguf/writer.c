@@ -2,8 +2,8 @@
  * writer.c - builds a GGUF v3 file: metadata values serialized as they are set,
  * tensors referenced until written (or produced by a fill callback while
  * writing, for files larger than memory), data laid out back to back at the file's
- * alignment (the layout ggml's reader requires). Written to a temporary file in
- * the target's directory and renamed into place, so a failure leaves no half file.
+ * alignment (the layout ggml's reader requires). Written through gguf_outfile
+ * (outfile.c): a temporary renamed into place, so a failure leaves no half file.
  */
 #include "gguf_impl.h"
 
@@ -422,41 +422,21 @@ bool gguf_writer_write(struct gguf_writer *w, const char *path) {
     if (!path || !*path) return werr(w, "no output path");
     size_t align;
     if (!file_alignment(w, &align)) return false;
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
-    if (!tmp) return werr(w, "out of memory");
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp.XXXXXX", 12);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        werr(w, "cannot create %s: %s", tmp, strerror(errno));
-        free(tmp);
+    /* no input to protect here: writing over a file that is being read (quantize IN IN)
+     * is safe, since the reader's mapping keeps the old file alive past the rename */
+    struct gguf_outfile of;
+    if (!gguf_outfile_open(&of, path, NULL, w->err, sizeof w->err)) return false;
+    struct out o = {.f = of.f, .pos = 0, .ok = true};
+    if (!write_all(w, &o, align)) { /* a fill callback failed: its message is already in w->err */
+        gguf_outfile_abort(&of);
         return false;
     }
-    fchmod(fd, 0644); /* mkstemp makes 0600; a model file is meant to be shared */
-    struct out o = {.f = fdopen(fd, "wb"), .pos = 0, .ok = true};
-    bool filled = true; /* false: a fill callback failed and its message is already in w->err */
-    if (!o.f) {
-        close(fd);
-        o.ok = false;
-    } else {
-        filled = write_all(w, &o, align);
-        if (fflush(o.f) != 0 || fsync(fileno(o.f)) != 0) o.ok = false;
-        if (fclose(o.f) != 0) o.ok = false;
-    }
-    if (!filled) {
-        unlink(tmp);
-        free(tmp);
-        return false;
-    }
-    if (!o.ok || rename(tmp, path) != 0) {
+    if (!o.ok) {
         werr(w, "cannot write %s: %s", path, strerror(errno ? errno : EIO));
-        unlink(tmp);
-        free(tmp);
+        gguf_outfile_abort(&of);
         return false;
     }
-    free(tmp);
-    return true;
+    return gguf_outfile_commit(&of, w->err, sizeof w->err);
 }
 
 uint8_t *gguf_writer_header_bytes(struct gguf_writer *w, size_t *size) {

@@ -280,6 +280,12 @@ struct kiln_model *kiln_model_load(const char *path, struct kiln_model_params pa
              (long long)nv);
         goto error;
     }
+    if (gguf_n_tensors(m->gguf) == 0) { /* say so, not "missing tensor token_embd.weight" */
+        kiln_errf(err, errlen,
+                  "%s has no weights: all its tensors are missing (a vocabulary-only file tokenizes but cannot run)",
+                  path);
+        goto error;
+    }
     if (!load_tensors(m, params, err, errlen)) goto error;
     return m;
 

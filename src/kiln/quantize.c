@@ -169,7 +169,7 @@ bool kiln_quantize_file(const char *in, const char *out, const struct kiln_quant
     if (!in || !out || !p) return kiln_errf(err, errlen, "kiln_quantize_file: NULL argument");
     enum kt_type dflt;
     if (!kiln_ftype_default_type(p->ftype, &dflt)) return kiln_errf(err, errlen, "unknown file type %d", (int)p->ftype);
-    char gerr[256];
+    char gerr[1024];
     struct gguf_file *g = gguf_open(in, gerr, sizeof gerr);
     /* the reader names the file when it cannot open it, not when the content is bad */
     if (!g) return strstr(gerr, in) ? kiln_errf(err, errlen, "%s", gerr) : kiln_errf(err, errlen, "%s: %s", in, gerr);

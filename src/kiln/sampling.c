@@ -4,6 +4,7 @@
  * llama.cpp's semantics, a seeded PRNG and exp/log of kiln's own so that a
  * seed reproduces the same tokens on every machine.
  */
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -303,6 +304,21 @@ static void apply_temp(float temp, struct kiln_candidates *c) {
         for (int64_t i = 0; i < c->size; i++)
             if (i != best) c->data[i].logit = -INFINITY;
         c->sorted = false;
+        return;
+    }
+    /* a tiny temperature (1e-45) would turn every logit into +-inf and the softmax into
+     * NaN (a uniform draw); measured from the best logit the ratios stay finite or -inf,
+     * which is the near-greedy limit. Only then: the plain division is llama.cpp's. */
+    float lo = INFINITY, hi = -INFINITY;
+    for (int64_t i = 0; i < c->size; i++) {
+        float l = c->data[i].logit;
+        if (!isfinite(l)) continue; /* -inf from a bias stays -inf either way */
+        if (l > hi) hi = l;
+        if (l < lo) lo = l;
+    }
+    float big = fabsf(hi) > fabsf(lo) ? fabsf(hi) : fabsf(lo);
+    if (isfinite(big) && big / temp > FLT_MAX / 2) {
+        for (int64_t i = 0; i < c->size; i++) c->data[i].logit = (c->data[i].logit - hi) / temp;
         return;
     }
     for (int64_t i = 0; i < c->size; i++) c->data[i].logit /= temp;

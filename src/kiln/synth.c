@@ -248,7 +248,7 @@ static bool copy_key(struct gguf_writer *w, const struct gguf_file *g, int64_t i
 
 /* The tokenizer.* keys of a vocabulary file; *n_vocab from its token list. */
 static bool file_vocab(struct gguf_writer *w, const char *path, int64_t *n_vocab, char *err, size_t errlen) {
-    char gerr[256];
+    char gerr[1024];
     struct gguf_file *g = gguf_open(path, gerr, sizeof gerr);
     if (!g) return strstr(gerr, path) ? kiln_errf(err, errlen, "%s", gerr) : kiln_errf(err, errlen, "%s: %s", path, gerr);
     bool ok = true;

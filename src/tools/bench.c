@@ -63,11 +63,15 @@ static double measure_bandwidth(int n_threads) {
 
 /* ---- runs */
 
+/* n tokens in batches of the batch's capacity (-b), as llama-bench does */
 static bool run_pp(struct kiln_context *ctx, struct kiln_batch *b, const int32_t *toks, int n) {
     kiln_kv_clear(ctx);
-    kiln_batch_clear(b);
-    for (int i = 0; i < n; i++) kiln_batch_add(b, toks[i], i, 0, i == n - 1);
-    return kiln_decode(ctx, b) == 0;
+    for (int i0 = 0; i0 < n; i0 += b->capacity) {
+        kiln_batch_clear(b);
+        for (int i = i0; i < n && i < i0 + b->capacity; i++) kiln_batch_add(b, toks[i], i, 0, i == n - 1);
+        if (kiln_decode(ctx, b) != 0) return false;
+    }
+    return true;
 }
 
 static bool run_tg(struct kiln_context *ctx, struct kiln_batch *b, const int32_t *toks, int n) {
@@ -122,7 +126,11 @@ int cmd_bench(int argc, char **argv) {
     if (!ma.model_path) return tool_usage_error(cmd, "-m MODEL is required");
     if (n_prompt == 0 && n_gen == 0) return tool_usage_error(cmd, "nothing to do: -p 0 and -n 0");
     if (ma.cparams.n_ctx == 0) ma.cparams.n_ctx = (uint32_t)(n_prompt + n_gen + 16);
-    ma.cparams.n_batch = (uint32_t)(n_prompt > 0 ? n_prompt : 1);
+    if (ma.cparams.n_ctx < (uint32_t)(n_prompt > n_gen ? n_prompt : n_gen))
+        return tool_usage_error(cmd, "-c %u is smaller than the test (-p %d, -n %d): raise -c or leave it out",
+                                ma.cparams.n_ctx, n_prompt, n_gen);
+    if (!ma.batch_set || ma.cparams.n_batch > (uint32_t)n_prompt)
+        ma.cparams.n_batch = (uint32_t)(n_prompt > 0 ? n_prompt : 1);
 
     int rc = EXIT_RUNTIME;
     int32_t *toks = NULL;
@@ -133,7 +141,7 @@ int cmd_bench(int argc, char **argv) {
     int n_tok = (n_prompt > n_gen ? n_prompt : n_gen) + 1;
     toks = malloc(sizeof(int32_t) * (size_t)n_tok);
     ts = malloc(sizeof(double) * (size_t)reps);
-    batch = kiln_batch_init(n_prompt > 0 ? n_prompt : 1);
+    batch = kiln_batch_init(model_args_n_batch(&ma));
     if (!toks || !ts || !batch.capacity) goto done;
     uint64_t s = 1;
     for (int i = 0; i < n_tok; i++) {
@@ -178,9 +186,9 @@ int cmd_bench(int argc, char **argv) {
             printf("  {\"model_type\": ");
             tool_json_str(stdout, desc, strlen(desc));
             printf(", \"model_size\": %zu, \"model_n_params\": %lld, \"n_threads\": %d, \"n_prompt\": %d, "
-                   "\"n_gen\": %d, \"avg_ts\": %.3f, \"stddev_ts\": %.3f, \"mem_read_gbs\": %.2f}%s\n",
-                   msize, (long long)n_params, ma.n_threads, res[i].n_prompt, res[i].n_gen, res[i].avg, res[i].sd,
-                   bw, i + 1 < n_res ? "," : "");
+                   "\"n_gen\": %d, \"n_batch\": %d, \"avg_ts\": %.3f, \"stddev_ts\": %.3f, \"mem_read_gbs\": %.2f}%s\n",
+                   msize, (long long)n_params, ma.n_threads, res[i].n_prompt, res[i].n_gen, batch.capacity,
+                   res[i].avg, res[i].sd, bw, i + 1 < n_res ? "," : "");
         }
         printf("]\n");
     } else {

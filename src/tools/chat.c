@@ -11,6 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The longest user line: a message, not a file (-f for those elsewhere). */
+#define CHAT_LINE_MAX (1 << 20)
+
 struct conversation {
     struct kiln_chat_msg *msgs;
     char **owned; /* contents we allocated */
@@ -56,6 +59,41 @@ static char *render(enum kiln_chat_template t, const struct conversation *c, boo
     }
     *len = n;
     return buf;
+}
+
+/* One line of at most max bytes (newline not counted): its length, -1 at end of input,
+ * -2 when the line goes past max (stdin may be /dev/zero or a pipe that never ends one). */
+static ssize_t read_line(FILE *in, char **buf, size_t *cap, size_t max) {
+    size_t n = 0;
+    int c = EOF;
+    while ((c = getc(in)) != EOF && c != '\n') {
+        if (n >= max) return -2;
+        if (n + 2 > *cap) {
+            size_t ncap = *cap ? *cap * 2 : 256;
+            char *nb = realloc(*buf, ncap);
+            if (!nb) return -3;
+            *buf = nb;
+            *cap = ncap;
+        }
+        (*buf)[n++] = (char)c;
+    }
+    if (c == EOF && n == 0) return -1;
+    if (!*buf && !(*buf = malloc(*cap = 1))) return -3;
+    (*buf)[n] = 0;
+    return (ssize_t)n;
+}
+
+/* The text of generated ids; malloc'd, grown to whatever the reply needs. */
+static char *detokenize_all(const struct kiln_vocab *v, const int32_t *ids, int64_t n, int64_t *len) {
+    int64_t m = kiln_detokenize(v, ids, n, NULL, 0, false, false);
+    size_t size = m < 0 && m != KILN_ERR_INVALID ? (size_t)-m + 1 : 1;
+    char *text = malloc(size);
+    if (!text) return NULL;
+    m = m < 0 && m != KILN_ERR_INVALID ? kiln_detokenize(v, ids, n, text, size, false, false) : 0;
+    if (m < 0) m = 0;
+    text[m] = 0;
+    *len = m;
+    return text;
 }
 
 int cmd_chat(int argc, char **argv) {
@@ -106,14 +144,20 @@ int cmd_chat(int argc, char **argv) {
     if (!tmpl_name) tmpl = kiln_model_chat_template(ma.model, NULL);
     const struct kiln_vocab *v = kiln_model_vocab(ma.model);
     const int64_t n_vocab = kiln_model_hparams(ma.model)->n_vocab;
-    batch = kiln_batch_init(512);
+    batch = kiln_batch_init(model_args_n_batch(&ma)); /* longer turns are decoded in chunks */
     if (!batch.capacity) goto done;
     if (system && !conv_add(&conv, "system", system, strlen(system))) goto done;
     const bool tty = isatty(STDIN_FILENO);
     for (;;) {
         if (tty) fputs("> ", stderr);
-        ssize_t got = getline(&line, &line_cap, stdin);
-        if (got < 0) break;
+        ssize_t got = read_line(stdin, &line, &line_cap, CHAT_LINE_MAX);
+        if (got == -1) break;
+        if (got == -3) goto oom;
+        if (got == -2) {
+            fprintf(stderr, "kiln %s: an input line is longer than %d KiB\n", cmd, CHAT_LINE_MAX >> 10);
+            goto done;
+        }
+        if (tool_text_has_nul(cmd, "an input line", line, (size_t)got)) goto done;
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
         if (got == 0) continue;
         if (!conv_add(&conv, "user", line, (size_t)got)) goto oom;
@@ -151,10 +195,13 @@ int cmd_chat(int argc, char **argv) {
         fputc('\n', stdout);
         fflush(stdout);
         if (n_gen < 0) goto done;
-        char reply[1 << 16];
-        int64_t rl = kiln_detokenize(v, cache.ids + n, n_gen, reply, sizeof reply, false, false);
-        if (rl < 0) rl = 0;
-        if (!conv_add(&conv, "assistant", reply, (size_t)rl)) goto oom;
+        /* the whole reply, however long, is what the next turn's template sees */
+        int64_t rl;
+        char *reply = detokenize_all(v, cache.ids + n, n_gen, &rl);
+        if (!reply) goto oom;
+        bool added = conv_add(&conv, "assistant", reply, (size_t)rl);
+        free(reply);
+        if (!added) goto oom;
         kiln_sampler_reset(smpl);
     }
     rc = EXIT_OK;

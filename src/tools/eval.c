@@ -4,6 +4,8 @@
  */
 #include "model_args.h"
 
+#include "gguf.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,7 +59,7 @@ int cmd_eval(int argc, char **argv) {
                    model_args_help());
             return EXIT_OK;
         } else if (!strcmp(o, "--logits")) {
-            if (!(logits_path = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (!(logits_path = tool_arg_path(cmd, argc, argv, &i))) return EXIT_USAGE;
         } else {
             return tool_usage_error(cmd, "unknown option '%s'", o);
         }
@@ -68,9 +70,9 @@ int cmd_eval(int argc, char **argv) {
     if (!text) return rc;
     rc = EXIT_RUNTIME;
     int32_t *ids = NULL;
-    FILE *lf = NULL;
+    struct gguf_outfile lf = {.slot = -1}; /* --logits, replaced only when complete */
     struct kiln_batch batch = {0};
-    char err[256];
+    char err[1024];
     /* tokenize first so the context can be sized for the whole prompt in one batch */
     struct kiln_model_params vp = kiln_model_default_params();
     vp.vocab_only = true;
@@ -81,10 +83,23 @@ int cmd_eval(int argc, char **argv) {
     }
     const struct kiln_vocab *vv = kiln_model_vocab(vm);
     int64_t n = model_tokenize(cmd, vv, text, kiln_vocab_add_bos(vv), &ids);
+    char key[96];
+    snprintf(key, sizeof key, "%s.context_length", kiln_model_arch(vm));
+    int64_t n_ctx_train = 0;
+    if (!gguf_get_int(kiln_model_gguf(vm), key, &n_ctx_train)) n_ctx_train = 0;
     kiln_model_free(vm);
     if (n < 0) goto done;
     if (n == 0) {
         fprintf(stderr, "kiln %s: the prompt has no tokens\n", cmd);
+        goto done;
+    }
+    /* the whole prompt is one context: past the trained length only on request (-c), so a
+     * long text gets this message instead of a context too large for memory */
+    if (ma.cparams.n_ctx == 0 && n_ctx_train > 0 && n > n_ctx_train) {
+        fprintf(stderr,
+                "kiln %s: the prompt has %lld tokens, more than the model's context length (%lld): eval takes "
+                "the whole prompt in one context; shorten it (or pass -c %lld to go past the trained length)\n",
+                cmd, (long long)n, (long long)n_ctx_train, (long long)n);
         goto done;
     }
     if (ma.cparams.n_batch < (uint32_t)n) ma.cparams.n_batch = (uint32_t)n;
@@ -94,25 +109,24 @@ int cmd_eval(int argc, char **argv) {
                 kiln_n_ctx(ma.ctx));
         goto done;
     }
-    if (logits_path && !(lf = fopen(logits_path, "wb"))) {
-        fprintf(stderr, "kiln %s: cannot create %s\n", cmd, logits_path);
+    if (logits_path && !gguf_outfile_open(&lf, logits_path, ma.model_path, err, sizeof err)) {
+        fprintf(stderr, "kiln %s: %s\n", cmd, err);
         goto done;
     }
     batch = kiln_batch_init((int32_t)n);
     const int64_t n_vocab = kiln_model_hparams(ma.model)->n_vocab;
-    if (!batch.capacity || !decode_prompt(cmd, ma.ctx, &batch, ids, n, 0, lf != NULL, lf, n_vocab)) goto done;
-    if (lf && fclose(lf) != 0) {
-        lf = NULL;
-        fprintf(stderr, "kiln %s: cannot write %s\n", cmd, logits_path);
+    if (!batch.capacity || !decode_prompt(cmd, ma.ctx, &batch, ids, n, 0, logits_path != NULL, lf.f, n_vocab))
+        goto done;
+    if (logits_path && !gguf_outfile_commit(&lf, err, sizeof err)) {
+        fprintf(stderr, "kiln %s: %s\n", cmd, err);
         goto done;
     }
-    lf = NULL;
     printf("{\"tokens\": ");
     print_ids_json(stdout, ids, n);
     printf(", \"n_vocab\": %lld}\n", (long long)n_vocab);
     rc = EXIT_OK;
 done:
-    if (lf) fclose(lf);
+    gguf_outfile_abort(&lf);
     kiln_batch_free(&batch);
     free(ids);
     prompt_args_free(&pa);

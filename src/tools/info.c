@@ -31,68 +31,41 @@ static void usage(FILE *f) {
 
 /* ---- values */
 
-/* A string for a terminal: escapes for control bytes, cut after max bytes. */
+/* Bytes for a terminal: escapes for control bytes (C0, DEL, C1) and for bytes that are
+ * not UTF-8, so nothing from the file can drive the terminal; at most max bytes. */
+static void text_bytes(FILE *f, const char *s, uint64_t len, uint64_t max, bool quoted) {
+    for (uint64_t i = 0; i < len && i < max;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t n = gguf_utf8_seq(s, (size_t)i, (size_t)len);
+        if (quoted && (c == '"' || c == '\\'))
+            fprintf(f, "\\%c", c);
+        else if (quoted && c == '\n')
+            fputs("\\n", f);
+        else if (!n || c < 0x20 || c == 0x7f || (c == 0xc2 && (unsigned char)s[i + 1] < 0xa0))
+            fprintf(f, "\\x%02x", c), n = 1;
+        else
+            fwrite(s + i, 1, n, f);
+        i += n ? n : 1;
+    }
+}
+
+/* A key or tensor name, unquoted. */
+static void text_name(FILE *f, const char *s, uint64_t len) {
+    text_bytes(f, s, len, len, false);
+}
+
+/* A string value, quoted, cut after max bytes. */
 static void text_str(FILE *f, const char *s, uint64_t len, uint64_t max) {
     fputc('"', f);
-    for (uint64_t i = 0; i < len && i < max; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", f);
-        else if (c < 0x20 || c == 0x7f)
-            fprintf(f, "\\x%02x", c);
-        else
-            fputc(c, f);
-    }
+    text_bytes(f, s, len, max, true);
     fputc('"', f);
     if (len > max) fputs("...", f);
 }
 
-/* Length of the valid UTF-8 sequence at s[i..n), or 0 if the bytes there are not one. */
-static size_t utf8_seq(const unsigned char *s, size_t i, size_t n) {
-    unsigned char c = s[i];
-    size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-    if (len == 0 || len > n - i || (len == 2 && c < 0xc2) || (len == 4 && c > 0xf4)) return 0;
-    for (size_t k = 1; k < len; k++)
-        if ((s[i + k] & 0xc0) != 0x80) return 0;
-    if (len == 3 && ((c == 0xe0 && s[i + 1] < 0xa0) || (c == 0xed && s[i + 1] >= 0xa0))) return 0;
-    if (len == 4 && ((c == 0xf0 && s[i + 1] < 0x90) || (c == 0xf4 && s[i + 1] >= 0x90))) return 0;
-    return len;
-}
-
-/* A JSON string from file bytes: JSON text must be UTF-8, so bytes that are not
- * valid UTF-8 become U+FFFD (the file's strings are untrusted). */
+/* A JSON string from file bytes (untrusted: tool_json_str turns bytes that are not
+ * UTF-8 into U+FFFD, so the output stays JSON). */
 static void json_text(FILE *f, const char *p, size_t n) {
-    const unsigned char *s = (const unsigned char *)p;
-    size_t i, extra = 0;
-    for (i = 0; i < n;) {
-        size_t len = utf8_seq(s, i, n);
-        if (!len) extra += 2, len = 1; /* one byte becomes three */
-        i += len;
-    }
-    if (!extra) {
-        tool_json_str(f, p, n);
-        return;
-    }
-    char *fixed = malloc(n + extra);
-    if (!fixed) {
-        fputs("null", f);
-        return;
-    }
-    size_t m = 0;
-    for (i = 0; i < n;) {
-        size_t len = utf8_seq(s, i, n);
-        if (len) {
-            memcpy(fixed + m, s + i, len);
-            m += len, i += len;
-        } else {
-            memcpy(fixed + m, "\xef\xbf\xbd", 3);
-            m += 3, i += 1;
-        }
-    }
-    tool_json_str(f, fixed, m);
-    free(fixed);
+    tool_json_str(f, p, n);
 }
 
 static void print_str(FILE *f, struct gguf_str s, bool json) {
@@ -227,7 +200,9 @@ static void print_kv_line(FILE *f, const struct gguf_file *g, int64_t i) {
     struct gguf_str k = gguf_key(g, i);
     char *key = key_cstr(k);
     if (!key) return;
-    fprintf(f, "  %s = ", key);
+    fputs("  ", f);
+    text_name(f, k.ptr, k.len);
+    fputs(" = ", f);
     print_value(f, g, i, key, false);
     fputc('\n', f);
     free(key);
@@ -282,7 +257,9 @@ static void print_text(FILE *f, const char *path, const struct gguf_file *g, con
         int n = 0;
         for (int d = 0; d < t->n_dims; d++)
             n += snprintf(shape + n, sizeof shape - (size_t)n, d ? " x %lld" : "%lld", (long long)t->ne[d]);
-        fprintf(f, "%6lld  %-40.*s %-28s %-8s %12llu\n", (long long)i, (int)t->name.len, t->name.ptr, shape,
+        fprintf(f, "%6lld  ", (long long)i);
+        text_name(f, t->name.ptr, t->name.len);
+        fprintf(f, "%*s %-28s %-8s %12llu\n", t->name.len < 40 ? 40 - (int)t->name.len : 0, "", shape,
                 kt_type_name(t->type), (unsigned long long)t->offset);
     }
 }
@@ -389,11 +366,16 @@ static int dump_tensor(const struct gguf_file *g, const char *path, const char *
     int64_t ne0 = t->ne[0], rows = t->ne[1] * t->ne[2] * t->ne[3];
     size_t row_bytes = kt_row_size(t->type, ne0);
     float *buf = malloc((size_t)ne0 * sizeof *buf);
-    FILE *f = fopen(out, "wb");
-    if (!buf || !f) {
-        fprintf(stderr, "kiln %s: cannot write %s\n", CMD, out);
+    char err[1024];
+    struct gguf_outfile of;
+    if (!buf) {
+        fprintf(stderr, "kiln %s: out of memory\n", CMD);
+        return EXIT_RUNTIME;
+    }
+    /* never onto the model itself: the dump would replace it */
+    if (!gguf_outfile_open(&of, out, path, err, sizeof err)) {
+        fprintf(stderr, "kiln %s: %s\n", CMD, err);
         free(buf);
-        if (f) fclose(f);
         return EXIT_RUNTIME;
     }
     bool ok = true;
@@ -403,12 +385,13 @@ static int dump_tensor(const struct gguf_file *g, const char *path, const char *
             memcpy(buf, src, row_bytes); /* unaligned in the mapping: copy */
         else
             tr->to_float(src, buf, ne0);
-        ok = fwrite(buf, sizeof *buf, (size_t)ne0, f) == (size_t)ne0;
+        ok = fwrite(buf, sizeof *buf, (size_t)ne0, of.f) == (size_t)ne0;
     }
-    ok = (fclose(f) == 0) && ok;
     free(buf);
-    if (!ok) {
-        fprintf(stderr, "kiln %s: cannot write %s\n", CMD, out);
+    if (!ok || !gguf_outfile_commit(&of, err, sizeof err)) {
+        if (!ok) snprintf(err, sizeof err, "cannot write %s", out);
+        gguf_outfile_abort(&of);
+        fprintf(stderr, "kiln %s: %s\n", CMD, err);
         return EXIT_RUNTIME;
     }
     return EXIT_OK;
@@ -423,11 +406,11 @@ int cmd_info(int argc, char **argv) {
             usage(stdout);
             return EXIT_OK;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
+            if (!(model = tool_arg_path(CMD, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "--tensor")) {
             if (!(tensor = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "--dump")) {
-            if (!(dump = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
+            if (!(dump = tool_arg_path(CMD, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "--json")) {
             json = true;
         } else if (!strcmp(a, "--tensors")) {
@@ -441,7 +424,7 @@ int cmd_info(int argc, char **argv) {
     if (dump && (json || tensors))
         return tool_usage_error(CMD, "--dump does not combine with --json or --tensors");
 
-    char err[256];
+    char err[1024];
     struct gguf_file *g = gguf_open(model, err, sizeof err);
     if (!g) {
         fprintf(stderr, "kiln %s: %s: %s\n", CMD, model, err);

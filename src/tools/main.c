@@ -1,6 +1,10 @@
 /* main.c - the kiln binary: one table of subcommands, dispatched by name. */
 #include "tools.h"
 
+#include "gguf.h"
+
+#include <errno.h>
+#include <signal.h>
 #include <string.h>
 
 #define KILN_VERSION "0.1.0"
@@ -41,17 +45,48 @@ static void usage(FILE *f) {
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
 }
 
+/* SIGINT/SIGTERM/SIGHUP: remove any half-written output, then die of the signal as if
+ * unhandled (the shell sees 130 for SIGINT). Installed even where the parent ignored
+ * SIGINT (a background job), so an interrupt always leaves no temporary behind. */
+static void on_signal(int sig) {
+    gguf_outfile_remove_temps();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void install_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+/* A command's output that could not be written (a full disk, /dev/full, a closed pipe
+ * with SIGPIPE ignored) is a failure, whatever the command itself returned. */
+static int check_stdout(const char *cmd, int rc) {
+    errno = 0;
+    bool bad = fflush(stdout) != 0 || ferror(stdout);
+    int e = errno;
+    if (!bad) return rc;
+    fprintf(stderr, "kiln %s: cannot write the output: %s\n", cmd, e ? strerror(e) : "write error");
+    return rc == EXIT_OK ? EXIT_RUNTIME : rc;
+}
+
 int main(int argc, char **argv) {
+    install_signals();
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return EXIT_OK;
+        return check_stdout("help", EXIT_OK);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], commands[i].name)) return check_stdout(argv[1], commands[i].fn(argc - 1, argv + 1));
     fprintf(stderr, "kiln: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return EXIT_USAGE;

@@ -29,7 +29,7 @@ int model_args_parse(struct model_args *a, const char *cmd, int argc, char **arg
     const char *opt = argv[*i];
     const char *v;
     if (!strcmp(opt, "-m") || !strcmp(opt, "--model")) {
-        if (!(v = tool_arg_value(cmd, argc, argv, i))) return -1;
+        if (!(v = tool_arg_path(cmd, argc, argv, i))) return -1;
         a->model_path = v;
     } else if (!strcmp(opt, "-t") || !strcmp(opt, "--threads")) {
         if (!(v = tool_arg_value(cmd, argc, argv, i)) || !tool_parse_int(cmd, opt, v, 1, 512, &a->n_threads))
@@ -42,6 +42,7 @@ int model_args_parse(struct model_args *a, const char *cmd, int argc, char **arg
         int n;
         if (!(v = tool_arg_value(cmd, argc, argv, i)) || !tool_parse_int(cmd, opt, v, 1, 1 << 24, &n)) return -1;
         a->cparams.n_batch = (uint32_t)n;
+        a->batch_set = true;
     } else if (!strcmp(opt, "-ctk") || !strcmp(opt, "--cache-type-k")) {
         if (!(v = tool_arg_value(cmd, argc, argv, i)) || !parse_kv_type(cmd, opt, v, &a->cparams.type_k)) return -1;
     } else if (!strcmp(opt, "-ctv") || !strcmp(opt, "--cache-type-v")) {
@@ -61,7 +62,7 @@ const char *model_args_help(void) {
 }
 
 bool model_args_load(struct model_args *a, const char *cmd, uint32_t min_ctx) {
-    char err[512];
+    char err[1024];
     struct tool_progress bar;
     tool_progress_init(&bar, "loading");
     struct kiln_model_params mp = kiln_model_default_params();
@@ -88,6 +89,11 @@ bool model_args_load(struct model_args *a, const char *cmd, uint32_t min_ctx) {
         return false;
     }
     return true;
+}
+
+int32_t model_args_n_batch(const struct model_args *a) {
+    uint32_t n = a->cparams.n_batch ? a->cparams.n_batch : 512, n_ctx = a->ctx ? kiln_n_ctx(a->ctx) : n;
+    return (int32_t)(n < n_ctx ? n : n_ctx); /* the context clamps n_batch to n_ctx the same way */
 }
 
 void model_args_free(struct model_args *a) {
@@ -214,6 +220,8 @@ int64_t generate(const char *cmd, struct kiln_context *ctx, const struct kiln_vo
     int64_t n = 0;
     out->hit_eog = false;
     char piece[256];
+    struct tool_text_out tx;
+    if (stream) tool_text_init(&tx, stream);
     for (;;) {
         if (n_predict >= 0 && n >= n_predict) break;
         int32_t tok = kiln_sampler_sample(s, kiln_get_logits_ith(ctx, -1), n_vocab);
@@ -235,8 +243,19 @@ int64_t generate(const char *cmd, struct kiln_context *ctx, const struct kiln_vo
         n++;
         if (stream) {
             int64_t len = kiln_token_to_piece(v, tok, piece, sizeof piece, false);
-            if (len > 0) fwrite(piece, 1, (size_t)len, stream);
-            fflush(stream);
+            if (len > 0) {
+                tool_text_write(&tx, piece, (size_t)len);
+            } else if (len < 0 && len != KILN_ERR_INVALID) { /* a piece longer than the buffer */
+                char *big = malloc((size_t)-len);
+                if (big && (len = kiln_token_to_piece(v, tok, big, (size_t)-len, false)) > 0)
+                    tool_text_write(&tx, big, (size_t)len);
+                free(big);
+            }
+            /* output nobody can read (a full disk): stop; main reports the write error */
+            if (fflush(stream) != 0 || ferror(stream)) {
+                n = -1;
+                break;
+            }
         }
         if (n_past >= n_ctx) break; /* the context is full */
         kiln_batch_clear(&b);
@@ -247,6 +266,7 @@ int64_t generate(const char *cmd, struct kiln_context *ctx, const struct kiln_vo
             break;
         }
     }
+    if (stream) tool_text_flush(&tx);
     kiln_batch_free(&b);
     return n;
 }
@@ -259,7 +279,8 @@ int prompt_args_parse(struct prompt_args *p, const char *cmd, int argc, char **a
                         : !strcmp(o, "-f") || !strcmp(o, "--file") ? &p->file
                                                                    : NULL;
     if (!slot) return 0;
-    return (*slot = tool_arg_value(cmd, argc, argv, i)) ? 1 : -1;
+    *slot = slot == &p->file ? tool_arg_path(cmd, argc, argv, i) : tool_arg_value(cmd, argc, argv, i);
+    return *slot ? 1 : -1;
 }
 
 const char *prompt_args_text(struct prompt_args *p, const char *cmd, int *rc) {
@@ -268,8 +289,10 @@ const char *prompt_args_text(struct prompt_args *p, const char *cmd, int *rc) {
         return NULL;
     }
     if (p->prompt) return p->prompt;
-    p->owned = tool_read_file(cmd, p->file, NULL);
+    size_t len;
+    p->owned = tool_read_file(cmd, p->file, TOOL_TEXT_MAX, &len);
     *rc = EXIT_RUNTIME;
+    if (p->owned && tool_text_has_nul(cmd, p->file, p->owned, len)) prompt_args_free(p);
     return p->owned;
 }
 

@@ -11,6 +11,7 @@ struct model_args {
     struct kiln_context_params cparams;
     struct kiln_model *model;
     struct kiln_context *ctx;
+    bool batch_set; /* -b was given */
 };
 
 void model_args_init(struct model_args *a);
@@ -20,6 +21,8 @@ const char *model_args_help(void);
 /* Load the model and create a context with at least min_ctx cells; false with a message on stderr. */
 bool model_args_load(struct model_args *a, const char *cmd, uint32_t min_ctx);
 void model_args_free(struct model_args *a);
+/* Tokens per decode call: -b (default 512) as the context clamps it to n_ctx. */
+int32_t model_args_n_batch(const struct model_args *a);
 /* Tokenize a prompt (special tokens parsed); returns the count and a malloc'd array, or -1. */
 int64_t model_tokenize(const char *cmd, const struct kiln_vocab *v, const char *text, bool add_special,
                        int32_t **out);

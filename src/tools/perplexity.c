@@ -37,11 +37,11 @@ int cmd_perplexity(int argc, char **argv) {
             printf("usage: kiln perplexity -m MODEL -f TEXT [-c N] [--chunks N] [--json] [options]\n"
                    "llama.cpp's method: chunks of N tokens (-c, default 512) each starting with BOS,\n"
                    "the second half of each chunk scored. Prints PPL = x +/- y; --json prints\n"
-                   "{\"ppl\": x, \"ppl_uncertainty\": y, \"n_ctx\": N, \"n_chunks\": C, \"n_tokens\": T, \"scored\": S}.\n%s",
+                   "{\"ppl\": x, \"ppl_uncertainty\": y, \"n_ctx\": N, \"n_batch\": B, \"n_chunks\": C, \"n_tokens\": T, \"scored\": S}.\n%s",
                    model_args_help());
             return EXIT_OK;
         } else if (!strcmp(o, "-f") || !strcmp(o, "--file")) {
-            if (!(file = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (!(file = tool_arg_path(cmd, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(o, "--chunks")) {
             if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !tool_parse_int(cmd, o, v, 1, 1 << 30, &max_chunks))
                 return EXIT_USAGE;
@@ -55,13 +55,17 @@ int cmd_perplexity(int argc, char **argv) {
     if (!file) return tool_usage_error(cmd, "-f TEXT is required");
     if (ma.cparams.n_ctx < 4) return tool_usage_error(cmd, "-c must be at least 4");
     const int n_ctx = (int)ma.cparams.n_ctx;
-    ma.cparams.n_batch = (uint32_t)n_ctx;
+    /* a chunk is decoded in batches of -b tokens (default: the whole chunk at once) */
+    if (!ma.batch_set || ma.cparams.n_batch > (uint32_t)n_ctx) ma.cparams.n_batch = (uint32_t)n_ctx;
+    const int n_batch = (int)ma.cparams.n_batch;
 
     int rc = EXIT_RUNTIME;
     int32_t *toks = NULL;
     struct kiln_batch batch = {0};
-    char *text = tool_read_file(cmd, file, NULL);
+    size_t text_len;
+    char *text = tool_read_file(cmd, file, TOOL_TEXT_MAX, &text_len);
     if (!text) return EXIT_RUNTIME;
+    if (tool_text_has_nul(cmd, file, text, text_len)) goto done;
     if (!model_args_load(&ma, cmd, 0)) goto done;
     const struct kiln_vocab *v = kiln_model_vocab(ma.model);
     const int64_t n_vocab = kiln_model_hparams(ma.model)->n_vocab;
@@ -73,7 +77,7 @@ int cmd_perplexity(int argc, char **argv) {
         fprintf(stderr, "kiln %s: the text has %lld tokens, fewer than one chunk of %d\n", cmd, (long long)n, n_ctx);
         goto done;
     }
-    batch = kiln_batch_init(n_ctx);
+    batch = kiln_batch_init(n_batch);
     if (!batch.capacity) goto done;
     const int first = n_ctx / 2;
     double nll = 0, nll2 = 0;
@@ -83,20 +87,23 @@ int cmd_perplexity(int argc, char **argv) {
     for (int64_t k = 0; k < n_chunk; k++) {
         const int32_t *chunk = toks + k * n_ctx;
         kiln_kv_clear(ma.ctx);
-        kiln_batch_clear(&batch);
-        for (int i = 0; i < n_ctx; i++) {
-            int32_t tok = i == 0 && kiln_vocab_add_bos(v) ? kiln_vocab_bos(v) : chunk[i];
-            kiln_batch_add(&batch, tok, i, 0, i >= first);
-        }
-        if (kiln_decode(ma.ctx, &batch) != 0) {
-            fprintf(stderr, "kiln %s: decode failed: %s\n", cmd, kiln_context_error(ma.ctx));
-            goto done;
-        }
-        for (int i = first; i < n_ctx - 1; i++) {
-            double lp = log_prob(kiln_get_logits_ith(ma.ctx, i), n_vocab, chunk[i + 1]);
-            nll -= lp;
-            nll2 += lp * lp;
-            count++;
+        for (int i0 = 0; i0 < n_ctx; i0 += n_batch) {
+            int i1 = i0 + n_batch < n_ctx ? i0 + n_batch : n_ctx;
+            kiln_batch_clear(&batch);
+            for (int i = i0; i < i1; i++) {
+                int32_t tok = i == 0 && kiln_vocab_add_bos(v) ? kiln_vocab_bos(v) : chunk[i];
+                kiln_batch_add(&batch, tok, i, 0, i >= first);
+            }
+            if (kiln_decode(ma.ctx, &batch) != 0) {
+                fprintf(stderr, "kiln %s: decode failed: %s\n", cmd, kiln_context_error(ma.ctx));
+                goto done;
+            }
+            for (int i = i0 > first ? i0 : first; i < i1 && i < n_ctx - 1; i++) {
+                double lp = log_prob(kiln_get_logits_ith(ma.ctx, i - i0), n_vocab, chunk[i + 1]);
+                nll -= lp;
+                nll2 += lp * lp;
+                count++;
+            }
         }
         tool_progress_update(&bar, (float)(k + 1) / (float)n_chunk);
     }
@@ -105,9 +112,9 @@ int cmd_perplexity(int argc, char **argv) {
     double ppl = exp(mean);
     double unc = count > 1 ? ppl * sqrt((mean2 - mean * mean) / (double)(count - 1)) : 0.0;
     if (json)
-        printf("{\"ppl\": %.6f, \"ppl_uncertainty\": %.6f, \"n_ctx\": %d, \"n_chunks\": %lld, \"n_tokens\": %lld, "
-               "\"scored\": %ld}\n",
-               ppl, unc, n_ctx, (long long)n_chunk, (long long)n, count);
+        printf("{\"ppl\": %.6f, \"ppl_uncertainty\": %.6f, \"n_ctx\": %d, \"n_batch\": %d, \"n_chunks\": %lld, "
+               "\"n_tokens\": %lld, \"scored\": %ld}\n",
+               ppl, unc, n_ctx, n_batch, (long long)n_chunk, (long long)n, count);
     else
         printf("PPL = %.4f +/- %.4f (%lld chunks of %d tokens, %ld scored)\n", ppl, unc, (long long)n_chunk, n_ctx,
                count);

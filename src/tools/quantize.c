@@ -80,13 +80,15 @@ int cmd_quantize(int argc, char **argv) {
         }
     }
     if (npos < 3) return tool_usage_error(CMD, "needs IN, OUT and TYPE");
+    if (!*pos[0] || !*pos[1]) return tool_usage_error(CMD, "IN and OUT need file names, not empty strings");
     if (!kiln_ftype_from_name(pos[2], &p.ftype)) return tool_usage_error(CMD, "unknown TYPE '%s'", pos[2]);
     p.on_tensor = on_tensor;
     p.on_tensor_data = &ui;
     p.progress = tool_progress_fn;
     p.progress_data = &ui.bar;
 
-    char err[512];
+    char err[1024];
+    double in_mib = mib(pos[0]); /* before: OUT may replace IN (quantize a.gguf a.gguf) */
     bool ok = kiln_quantize_file(pos[0], pos[1], &p, err, sizeof err);
     tool_progress_done(&ui.bar);
     if (!ok) {
@@ -94,7 +96,7 @@ int cmd_quantize(int argc, char **argv) {
         if (strstr(err, "already quantized")) fprintf(stderr, "kiln quantize: pass --allow-requantize to proceed\n");
         return EXIT_RUNTIME;
     }
-    printf("%s: %.2f MiB -> %s: %.2f MiB as %s%s in %.1f s\n", pos[0], mib(pos[0]), pos[1], mib(pos[1]),
+    printf("%s: %.2f MiB -> %s: %.2f MiB as %s%s in %.1f s\n", pos[0], in_mib, pos[1], mib(pos[1]),
            kiln_ftype_name(p.ftype), p.pure ? " (pure)" : "", tool_now() - ui.bar.t0);
     return EXIT_OK;
 }

@@ -67,7 +67,7 @@ int cmd_run(int argc, char **argv) {
                 kiln_n_ctx(ma.ctx));
         goto done;
     }
-    batch = kiln_batch_init(512);
+    batch = kiln_batch_init(model_args_n_batch(&ma)); /* a longer prompt is decoded in chunks */
     if (!batch.capacity) goto done;
     t0 = tool_now();
     if (!decode_prompt(cmd, ma.ctx, &batch, ids, n, 0, false, NULL, n_vocab)) goto done;

@@ -44,7 +44,7 @@ int cmd_synth(int argc, char **argv) {
         } else if (!strcmp(a, "--preset")) {
             if (!(p.preset = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!(out = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
+            if (!(out = tool_arg_path(CMD, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "--arch")) {
             if (!(p.arch = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
             if (!kiln_arch_supported(p.arch)) {
@@ -53,7 +53,7 @@ int cmd_synth(int argc, char **argv) {
                 return tool_usage_error(CMD, "unknown --arch '%s' (%s)", p.arch, list);
             }
         } else if (!strcmp(a, "--vocab")) {
-            if (!(p.vocab_path = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
+            if (!(p.vocab_path = tool_arg_path(CMD, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "--type")) {
             if (!(v = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
             if (!kt_type_from_name(v, &p.type) ||
@@ -80,7 +80,7 @@ int cmd_synth(int argc, char **argv) {
     p.progress = tool_progress_fn;
     p.progress_data = &bar;
 
-    char err[512];
+    char err[1024];
     bool ok = kiln_synth(&p, out, err, sizeof err);
     tool_progress_done(&bar);
     if (!ok) {

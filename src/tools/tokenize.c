@@ -24,7 +24,7 @@ static void detokenize_help(FILE *f) {
 }
 
 static struct kiln_vocab *open_vocab(const char *cmd, const char *path, struct gguf_file **g) {
-    char err[512];
+    char err[1024];
     *g = gguf_open(path, err, sizeof err);
     if (!*g) {
         fprintf(stderr, "kiln %s: %s\n", cmd, err);
@@ -39,22 +39,10 @@ static struct kiln_vocab *open_vocab(const char *cmd, const char *path, struct g
     return v;
 }
 
-static bool valid_utf8(const char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        if (!k || i + k > n) return false;
-        for (size_t j = 1; j < k; j++)
-            if (((unsigned char)s[i + j] & 0xc0) != 0x80) return false;
-        i += k;
-    }
-    return true;
-}
-
 /* A piece between quotes: control bytes escaped, and every byte >= 0x80 too when
  * the piece is not whole UTF-8 (a byte token). */
 static void print_piece(const char *p, size_t n) {
-    bool utf8 = valid_utf8(p, n);
+    bool utf8 = gguf_utf8_valid_len(p, n) == n;
     putchar('\'');
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)p[i];
@@ -62,7 +50,7 @@ static void print_piece(const char *p, size_t n) {
         else if (c == '\t') fputs("\\t", stdout);
         else if (c == '\r') fputs("\\r", stdout);
         else if (c == '\\' || c == '\'') printf("\\%c", c);
-        else if (c < 0x20 || c == 0x7f || (c >= 0x80 && !utf8)) printf("\\x%02x", c);
+        else if (c < 0x20 || c == 0x7f || c == 0x9b || (c >= 0x80 && !utf8)) printf("\\x%02x", c);
         else putchar(c);
     }
     putchar('\'');
@@ -77,11 +65,11 @@ int cmd_tokenize(int argc, char **argv) {
             tokenize_help(stdout);
             return EXIT_OK;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (!(model = tool_arg_path(cmd, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
             if (!(prompt = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (!(file = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (!(file = tool_arg_path(cmd, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "--no-bos")) {
             add_special = false;
         } else if (!strcmp(a, "--special")) {
@@ -98,7 +86,7 @@ int cmd_tokenize(int argc, char **argv) {
     char *owned = NULL;
     size_t len = 0;
     if (file) {
-        if (!(owned = tool_read_file(cmd, file, &len))) return EXIT_RUNTIME;
+        if (!(owned = tool_read_file(cmd, file, TOOL_TEXT_MAX, &len))) return EXIT_RUNTIME;
         prompt = owned;
     } else {
         len = strlen(prompt);
@@ -145,35 +133,38 @@ int cmd_tokenize(int argc, char **argv) {
 int cmd_detokenize(int argc, char **argv) {
     const char *cmd = "detokenize", *model = NULL;
     bool special = false;
-    int first_id = -1;
+    int64_t n = 0;
+    int32_t *ids = malloc((size_t)argc * sizeof *ids); /* at most argc ids */
+    if (!ids) return EXIT_RUNTIME;
+    /* options and ids in any order: `detokenize 1 2 -m M` as well as `-m M 1 2` */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            free(ids);
             detokenize_help(stdout);
             return EXIT_OK;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (!(model = tool_arg_path(cmd, argc, argv, &i))) {
+                free(ids);
+                return EXIT_USAGE;
+            }
         } else if (!strcmp(a, "--special")) {
             special = true;
         } else if (a[0] == '-' && !(a[1] >= '0' && a[1] <= '9')) {
+            free(ids);
             return tool_usage_error(cmd, "unknown option '%s'", a);
         } else {
-            first_id = i;
-            break;
+            int64_t x;
+            if (!tool_parse_i64(cmd, "ID", a, 0, INT32_MAX, &x)) {
+                free(ids);
+                return EXIT_USAGE;
+            }
+            ids[n++] = (int32_t)x;
         }
     }
-    if (!model) return tool_usage_error(cmd, "-m FILE is required");
-    if (first_id < 0) return tool_usage_error(cmd, "give at least one token id");
-    int64_t n = argc - first_id;
-    int32_t *ids = malloc((size_t)n * sizeof *ids);
-    if (!ids) return EXIT_RUNTIME;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t x;
-        if (!tool_parse_i64(cmd, "ID", argv[first_id + i], 0, INT32_MAX, &x)) {
-            free(ids);
-            return EXIT_USAGE;
-        }
-        ids[i] = (int32_t)x;
+    if (!model || n == 0) {
+        free(ids);
+        return tool_usage_error(cmd, !model ? "-m FILE is required" : "give at least one token id");
     }
     struct gguf_file *g;
     struct kiln_vocab *v = open_vocab(cmd, model, &g);
@@ -197,7 +188,10 @@ int cmd_detokenize(int argc, char **argv) {
             fprintf(stderr, "kiln %s: cannot detokenize\n", cmd);
             rc = EXIT_RUNTIME;
         } else {
-            fwrite(text, 1, (size_t)m, stdout);
+            struct tool_text_out tx; /* token texts may hold escape codes */
+            tool_text_init(&tx, stdout);
+            if (m > 0) tool_text_write(&tx, text, (size_t)m); /* empty text: text is NULL */
+            tool_text_flush(&tx);
             putchar('\n');
         }
         free(text);

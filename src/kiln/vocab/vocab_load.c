@@ -287,6 +287,13 @@ static bool load(struct loader *L, struct kiln_vocab *v) {
         return false;
 
     if (!load_tokens(L, v) || !kv_maps_build(v, L->err, L->errlen)) return false;
+    /* a vocabulary none of whose tokens has text would load and then print nothing */
+    const uint32_t text = KILN_TOKEN_ATTR_NORMAL | KILN_TOKEN_ATTR_BYTE | KILN_TOKEN_ATTR_USER_DEFINED;
+    int64_t n_text = 0;
+    for (int64_t i = 0; i < v->n_tokens; i++) n_text += (v->tok[i].attr & text) != 0;
+    if (v->n_tokens > 0 && n_text == 0)
+        return fail(L, "%s: none of the %lld tokens has a text type (normal, byte or user-defined)", KEY_TYPES,
+                    (long long)v->n_tokens);
     if (v->type == KILN_VOCAB_SPM) {
         v->spm_cut_before_space = true;
         for (int32_t id = 0; id < v->n_tokens && v->spm_cut_before_space; id++) {
