@@ -5,6 +5,8 @@
  * activation bytes, for odd shapes, broadcast over dims 2/3, non-contiguous
  * activations and 1, 2, 4 threads; and stay within the activation format's
  * error of a double-precision product of the dequantized weights.
+ * The rows-in-lanes kernels (Q4_0, Q8_0) keep the reference's own order: they
+ * and mul_mat through them must equal the scalar reference dot bit for bit.
  * Types without a block kernel on this CPU still run the mul_mat checks.
  */
 #include <math.h>
@@ -78,6 +80,48 @@ static void test_kernel(enum kt_type t, kt_gemm_fn gemm, int64_t K, bool raw, ui
     free(w), free(y), free(x);
 }
 
+/* Rows-in-lanes kernels (Q4_0, Q8_0): every (nr, nc) against the reference dot
+ * of the type traits (their documented order), bit for bit. */
+static void test_lanes(enum kt_type t, kt_lanes_fn lanes, int bias, int64_t K, bool raw, uint64_t *s) {
+    enum { NC = KT_LANES_COLS + 3 }; /* past one call's column group */
+    const size_t rs = kt_row_size(t, K), ys = kt_row_size(KT_TYPE_Q8_0, K);
+    uint8_t *w = malloc(rs * KT_LANES_ROWS), *y = malloc(ys * NC);
+    struct kt_lanes_aux *aux = malloc((size_t)(K / 32) * NC * sizeof *aux);
+    float *x = malloc((size_t)K * sizeof(float));
+    make_rows(t, w, K, KT_LANES_ROWS, raw, s);
+    const void *yp[NC];
+    const struct kt_lanes_aux *ap[NC];
+    for (int c = 0; c < NC; c++) {
+        for (int64_t k = 0; k < K; k++) x[k] = gauss(s);
+        kt_get_type_traits(KT_TYPE_Q8_0)->from_float_ref(x, y + (size_t)c * ys, K);
+        yp[c] = y + (size_t)c * ys;
+        ap[c] = aux + (size_t)c * (size_t)(K / 32);
+        kt_lanes_aux(K, yp[c], bias, aux + (size_t)c * (size_t)(K / 32));
+    }
+    for (int nr = 1; nr <= KT_LANES_ROWS; nr++)
+        for (int nc = 1; nc <= NC; nc++) {
+            float got[NC][KT_LANES_ROWS + 1];
+            float *out[NC];
+            for (int c = 0; c < NC; c++) {
+                out[c] = got[c];
+                for (int r = 0; r <= KT_LANES_ROWS; r++) got[c][r] = -1.0f;
+            }
+            lanes(K, w, rs, nr, yp, ap, out, nc);
+            int bad = 0;
+            for (int c = 0; c < NC; c++)
+                for (int r = 0; r <= KT_LANES_ROWS; r++) {
+                    float want = -1.0f; /* untouched past nr rows and nc columns */
+                    if (r < nr && c < nc) kt_get_type_traits(t)->vec_dot(K, &want, w + (size_t)r * rs, yp[c]);
+                    if (memcmp(&want, &got[c][r], sizeof want) != 0 && bad++ == 0)
+                        fprintf(stderr, "%s K=%lld lanes %dx%d (%d,%d): %.9g vs reference %.9g\n", kt_type_name(t),
+                                (long long)K, nr, nc, r, c, got[c][r], want);
+                }
+            CHECKF(bad == 0, "%s lanes K=%lld %dx%d: %d elements differ from the reference", kt_type_name(t),
+                   (long long)K, nr, nc, bad);
+        }
+    free(w), free(y), free(aux), free(x);
+}
+
 /* mul_mat of weights [K, M, W2, W3] and activations [K, N, W2*R2, W3*R3]: made
  * contiguous, or as a permuted view (rows not adjacent), or transposed (strided elements). */
 enum act_layout { ACT_CONTIG, ACT_PERMUTED, ACT_TRANSPOSED };
@@ -118,8 +162,10 @@ static void test_mul_mat(enum kt_type t, int64_t K, int64_t M, int64_t N, int64_
             CHECKF(memcmp(first, d->data, (size_t)nout * sizeof(float)) == 0, "%s: %d threads differ from 1",
                    kt_type_name(t), threads[ti]);
     }
-    /* references: one dot per element on the reference quantizer's bytes, and doubles */
-    const kt_vec_dot_fn dot = kt_cpu_vec_dot(t);
+    /* references: one dot per element on the reference quantizer's bytes (the scalar
+     * reference's own dot where rows in lanes run), and doubles */
+    int bias;
+    const kt_vec_dot_fn dot = kt_cpu_lanes(t, &bias) ? kt_get_type_traits(t)->vec_dot : kt_cpu_vec_dot(t);
     float *col = malloc((size_t)K * sizeof(float)), *wrow = malloc((size_t)K * sizeof(float));
     uint8_t *qcol = malloc(kt_row_size(vdt, K));
     for (int64_t i3 = 0; i3 < B3; i3++)
@@ -159,7 +205,15 @@ int main(void) {
         const enum kt_type t = types[i];
         const int64_t qk = kt_blck_size(kt_get_type_traits(t)->vec_dot_type) > 32 ? 256 : 32;
         const kt_gemm_fn gemm = kt_cpu_gemm(t);
-        if (!gemm) {
+        int bias = 0;
+        const kt_lanes_fn lanes = kt_cpu_lanes(t, &bias);
+        if (lanes) {
+            static const int64_t kb[] = {1, 2, 3, 8, 37};
+            for (size_t j = 0; j < sizeof kb / sizeof kb[0]; j++) {
+                test_lanes(t, lanes, bias, kb[j] * 32, false, &s);
+                test_lanes(t, lanes, bias, kb[j] * 32, true, &s);
+            }
+        } else if (!gemm) {
             printf("%s: no block kernel on this CPU, mul_mat checks only\n", kt_type_name(t));
         } else {
             static const int64_t kb[] = {1, 2, 3, 8, 37};

@@ -1,5 +1,5 @@
 /*
- * gemm.c - picks the block mul_mat kernel for a weight type (gemm.h): only the
+ * gemm.c - picks the block mul_mat kernels for a weight type (gemm.h): only the
  * one whose arithmetic twins the dot kernel kt_cpu_vec_dot() chose, so an ISA
  * cap (KT_CPU_ISA) or a CPU without the ISA turns block kernels off rather
  * than making the two paths disagree. Environment KT_CPU_GEMM=off turns them
@@ -18,8 +18,6 @@ static const struct {
     kt_vec_dot_fn dot; /* the vec_dot this kernel matches bit for bit */
     kt_gemm_fn gemm;
 } gemms[] = {
-    {KT_TYPE_Q4_0, kt_vec_dot_q4_0_q8_0_avx512, kt_gemm_q4_0_q8_0_avx512},
-    {KT_TYPE_Q8_0, kt_vec_dot_q8_0_q8_0_avx512, kt_gemm_q8_0_q8_0_avx512},
     {KT_TYPE_Q4_K, kt_vec_dot_q4_K_q8_K_avx512, kt_gemm_q4_K_q8_K_avx512},
     {KT_TYPE_Q6_K, kt_vec_dot_q6_K_q8_K_avx512, kt_gemm_q6_K_q8_K_avx512},
     {KT_TYPE_F16, kt_vec_dot_f16_avx512, kt_gemm_f16_f16_avx512},
@@ -39,5 +37,14 @@ kt_gemm_fn kt_cpu_gemm(enum kt_type type) {
     const kt_vec_dot_fn dot = kt_cpu_vec_dot(type);
     for (size_t i = 0; gemms[i].gemm; i++)
         if (gemms[i].type == type && gemms[i].dot == dot) return gemms[i].gemm;
+    return NULL;
+}
+
+kt_lanes_fn kt_cpu_lanes(enum kt_type type, int *bias) {
+    pthread_once(&gemm_once, gemm_init);
+    if (gemm_off) return NULL;
+    const kt_vec_dot_fn dot = kt_cpu_vec_dot(type);
+    if (type == KT_TYPE_Q4_0 && dot == kt_vec_dot_q4_0_q8_0_avx512) return *bias = 8, kt_lanes_q4_0_avx512;
+    if (type == KT_TYPE_Q8_0 && dot == kt_vec_dot_q8_0_q8_0_avx512) return *bias = 128, kt_lanes_q8_0_avx512;
     return NULL;
 }

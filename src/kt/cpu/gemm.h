@@ -27,15 +27,37 @@ typedef void (*kt_gemm_fn)(int64_t K, const void *w, size_t ws, const void *cons
 kt_gemm_fn kt_cpu_gemm(enum kt_type type);
 
 /* gemm_avx512.c (AVX-512 F/BW/VL + VNNI; twins of vec_dot_avx512.c) */
-void kt_gemm_q4_0_q8_0_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
-                              int nc);
-void kt_gemm_q8_0_q8_0_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
-                              int nc);
 void kt_gemm_q4_K_q8_K_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
                               int nc);
 void kt_gemm_q6_K_q8_K_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
                               int nc);
 void kt_gemm_f16_f16_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
                             int nc);
+
+/* ---- rows in lanes (gemm_lanes_avx512.c): Q4_0 and Q8_0 weights x Q8_0 activations,
+ * up to KT_LANES_ROWS weight rows (one per float lane) x KT_LANES_COLS columns per
+ * call, for every batch size including one column (decode). Each element is the
+ * reference kernel's arithmetic (kt_vec_dot_q4_0_q8_0): per block the exact int32
+ * dot, then acc = acc + (float)isum * (dx * dy); so results equal the scalar
+ * reference bit for bit and never depend on batching or threads. The kernels read
+ * each column's per-block aux (kt_lanes_aux) besides its quants. */
+#define KT_LANES_ROWS 16
+#define KT_LANES_COLS 8
+struct kt_lanes_aux {
+    int32_t off; /* -bias * sum of the block's activation quants */
+    float d;     /* the block's activation scale */
+};
+/* out[c][r] for r < nr (1..16) rows of w (ws bytes apart; (nr-1)*ws < 2^31) and
+ * c < nc (>= 1) columns y[c] with aux[c]. */
+typedef void (*kt_lanes_fn)(int64_t K, const void *w, size_t ws, int nr, const void *const *y,
+                            const struct kt_lanes_aux *const *aux, float *const *out, int nc);
+/* The kernel for a weight type and the bias its aux wants, or NULL (type, CPU, or
+ * KT_CPU_GEMM=off: then mul_mat runs the matching vec_dot per element). */
+kt_lanes_fn kt_cpu_lanes(enum kt_type type, int *bias);
+void kt_lanes_aux(int64_t K, const void *y, int bias, struct kt_lanes_aux *aux);
+void kt_lanes_q4_0_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *y,
+                          const struct kt_lanes_aux *const *aux, float *const *out, int nc);
+void kt_lanes_q8_0_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *y,
+                          const struct kt_lanes_aux *const *aux, float *const *out, int nc);
 
 #endif

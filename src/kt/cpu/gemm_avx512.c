@@ -1,7 +1,7 @@
 /*
  * gemm_avx512.c - AVX-512 VNNI block kernels (R weight rows x C activation
- * columns per pass) for Q4_0 and Q8_0 weights against Q8_0 activations and
- * Q4_K and Q6_K weights against Q8_K, and F16 x F16.
+ * columns per pass) for Q4_K and Q6_K weights against Q8_K, and F16 x F16
+ * (Q4_0 and Q8_0: gemm_lanes_avx512.c).
  * Each output element repeats vec_dot_avx512.c's arithmetic exactly (same
  * int32 block sums, same float lanes and fma order, same final reduction), so
  * results are bit-identical to it; what changes is that a weight block is
@@ -22,139 +22,14 @@
 
 static inline float h2f(kt_fp16_t h) { return _cvtsh_ss(h); }
 
-INLINE __m512i load2x256(const void *a, const void *b) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
-                              _mm256_loadu_si256((const __m256i *)b), 1);
-}
-
-/* Two blocks' fp16 scales as floats: lanes 0..7 the first, 8..15 the second.
- * dx * dy lane by lane is the same float product vec_dot forms as a scalar. */
-INLINE __m512 scales2(kt_fp16_t a, kt_fp16_t b) {
-    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(h2f(a))), _mm256_set1_ps(h2f(b)), 1);
-}
-
-INLINE __m256i unpack_nibbles(const uint8_t *q) {
-    const __m128i b = _mm_loadu_si128((const __m128i *)q);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0f));
-}
-
-/* Both legacy kernels use one shape: the weight bytes as unsigned u = x + bias
- * (bias 8 for Q4_0's nibbles, 128 for Q8_0's flipped sign bit), so
- * sum(x*y) = vpdpbusd(-bias*sum(y), u, y) with the column term computed once
- * per column and the product exact in int32, as vec_dot's integer sums are. */
-INLINE __m512i q4_0_weights(const kt_block_q4_0 *x) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(unpack_nibbles(x[0].qs)), unpack_nibbles(x[1].qs), 1);
-}
-INLINE __m512i q8_0_weights(const kt_block_q8_0 *x) {
-    return _mm512_xor_si512(load2x256(x[0].qs, x[1].qs), _mm512_set1_epi8((char)0x80));
-}
-
-/* Odd last block, as vec_dot's tail sums it: the exact integer dot, then one
- * scalar multiply-add onto the reduced sum. */
-INLINE int32_t tail_dot_q4_0(const kt_block_q4_0 *x, const kt_block_q8_0 *y) {
-    int32_t s = 0;
-    for (int k = 0; k < 16; k++)
-        s += ((x->qs[k] & 0x0f) - 8) * y->qs[k] + ((x->qs[k] >> 4) - 8) * y->qs[k + 16];
-    return s;
-}
-INLINE int32_t tail_dot_q8_0(const kt_block_q8_0 *x, const kt_block_q8_0 *y) {
-    int32_t s = 0;
-    for (int k = 0; k < 32; k++) s += x->qs[k] * y->qs[k];
-    return s;
-}
-
-#define LEGACY_TILE(NAME, WBLOCK, WEIGHTS, BIAS, TAIL)                                                              \
-    INLINE void NAME(int64_t K, const uint8_t *w, size_t ws, const void *const *yp, float *const *out, const int R, \
-                     const int C) {                                                                                 \
-        const int64_t nb = K / 32;                                                                                  \
-        const __m512i bias = _mm512_set1_epi8((char)(BIAS));                                                        \
-        __m512 acc[KT_GEMM_ROWS][KT_GEMM_COLS];                                                                     \
-        UNROLL \
-        for (int r = 0; r < R; r++)                                                                                 \
-            UNROLL \
-            for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();                                            \
-        int64_t i = 0;                                                                                              \
-        for (; i + 2 <= nb; i += 2) {                                                                               \
-            __m512i u[KT_GEMM_ROWS];                                                                                \
-            __m512 dx[KT_GEMM_ROWS];                                                                                \
-            UNROLL \
-            for (int r = 0; r < R; r++) {                                                                           \
-                const WBLOCK *x = (const WBLOCK *)(w + (size_t)r * ws) + i;                                         \
-                u[r] = WEIGHTS(x);                                                                                  \
-                dx[r] = scales2(x[0].d, x[1].d);                                                                    \
-            }                                                                                                       \
-            UNROLL \
-            for (int c = 0; c < C; c++) {                                                                           \
-                const kt_block_q8_0 *y = (const kt_block_q8_0 *)yp[c] + i;                                          \
-                const __m512i yv = load2x256(y[0].qs, y[1].qs);                                                     \
-                const __m512i off =                                                                                 \
-                    _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, yv)); \
-                const __m512 dy = scales2(y[0].d, y[1].d);                                                          \
-                UNROLL \
-                for (int r = 0; r < R; r++) {                                                                       \
-                    const __m512i p = _mm512_dpbusd_epi32(off, u[r], yv);                                           \
-                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dx[r], dy), acc[r][c]);        \
-                }                                                                                                   \
-            }                                                                                                       \
-        }                                                                                                           \
-        UNROLL \
-        for (int c = 0; c < C; c++)                                                                                 \
-            UNROLL \
-            for (int r = 0; r < R; r++) {                                                                           \
-                float sum = _mm512_reduce_add_ps(acc[r][c]);                                                        \
-                if (i < nb) {                                                                                       \
-                    const WBLOCK *x = (const WBLOCK *)(w + (size_t)r * ws) + i;                                     \
-                    const kt_block_q8_0 *y = (const kt_block_q8_0 *)yp[c] + i;                                      \
-                    sum += (float)TAIL(x, y) * (h2f(x->d) * h2f(y->d));                                             \
-                }                                                                                                   \
-                out[c][r] = sum;                                                                                    \
-            }                                                                                                       \
-    }
-
-LEGACY_TILE(tile_q4_0, kt_block_q4_0, q4_0_weights, 8, tail_dot_q4_0)
-LEGACY_TILE(tile_q8_0, kt_block_q8_0, q8_0_weights, 0x80, tail_dot_q8_0)
-
-/* One instance per (R, C) so the accumulators stay in registers. */
-#define DISPATCH(TILE)                                                                                              \
-    switch ((nr - 1) * KT_GEMM_COLS + (nc - 1)) {                                                                   \
-    case 0: TILE(K, w, ws, y, out, 1, 1); break;                                                                    \
-    case 1: TILE(K, w, ws, y, out, 1, 2); break;                                                                    \
-    case 2: TILE(K, w, ws, y, out, 1, 3); break;                                                                    \
-    case 3: TILE(K, w, ws, y, out, 1, 4); break;                                                                    \
-    case 4: TILE(K, w, ws, y, out, 2, 1); break;                                                                    \
-    case 5: TILE(K, w, ws, y, out, 2, 2); break;                                                                    \
-    case 6: TILE(K, w, ws, y, out, 2, 3); break;                                                                    \
-    case 7: TILE(K, w, ws, y, out, 2, 4); break;                                                                    \
-    case 8: TILE(K, w, ws, y, out, 3, 1); break;                                                                    \
-    case 9: TILE(K, w, ws, y, out, 3, 2); break;                                                                    \
-    case 10: TILE(K, w, ws, y, out, 3, 3); break;                                                                   \
-    case 11: TILE(K, w, ws, y, out, 3, 4); break;                                                                   \
-    case 12: TILE(K, w, ws, y, out, 4, 1); break;                                                                   \
-    case 13: TILE(K, w, ws, y, out, 4, 2); break;                                                                   \
-    case 14: TILE(K, w, ws, y, out, 4, 3); break;                                                                   \
-    default: TILE(K, w, ws, y, out, 4, 4); break;                                                                   \
-    }
-
-_Static_assert(KT_GEMM_ROWS == 4 && KT_GEMM_COLS == 4, "DISPATCH lists every (R, C)");
-
-void kt_gemm_q4_0_q8_0_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
-                              int nc) {
-    DISPATCH(tile_q4_0)
-}
-
-void kt_gemm_q8_0_q8_0_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
-                              int nc) {
-    DISPATCH(tile_q8_0)
-}
-
 /* ------------------------------------------------------------------ K-quants */
 
 /* Both K-quant kernels sum each super-block in int32 lanes exactly as
  * vec_dot_avx512.c does (same lanes: int32 lane m covers bytes 4m..4m+3 of a
  * 64-element step), with the sub-block scale applied by vpdpwssd on the int16
  * pair sums of vpmaddubsw (no saturation: 2 * 63 * 128 < 2^15) instead of
- * vpmaddwd/vpmulld: the same integers. Fewer columns per pass than the legacy
- * kernels: each (row, column) keeps an int32 and a float accumulator. */
+ * vpmaddwd/vpmulld: the same integers. Each (row, column) keeps an int32 and a
+ * float accumulator, so two columns per pass. */
 #define KQ_ROWS 4
 #define KQ_COLS 2
 

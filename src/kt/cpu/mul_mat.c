@@ -22,10 +22,23 @@ static size_t act_row_size(const struct kt_tensor *dst) {
     return (kt_row_size(vdt, a->ne[0]) + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1);
 }
 
+/* Rows-in-lanes kernel (gemm.h) for this node, or NULL: the 16 row offsets must fit
+ * the kernel's 32-bit gather indices. */
+static kt_lanes_fn lanes_for(const struct kt_tensor *a, int *bias) {
+    if (a->nb[1] > (size_t)INT32_MAX / KT_LANES_ROWS) return NULL;
+    return kt_cpu_lanes(a->type, bias);
+}
+
+/* Each column's per-block aux array (rows in lanes), after the activation rows. */
+static size_t lanes_aux_size(const struct kt_tensor *a) {
+    return ((size_t)(a->ne[0] / 32) * sizeof(struct kt_lanes_aux) + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1);
+}
+
 size_t kt_cpu_mul_mat_work_size(const struct kt_tensor *dst, int n_threads) {
     (void)n_threads;
-    const struct kt_tensor *b = dst->src[1];
-    return act_row_size(dst) * (size_t)kt_nrows(b);
+    const struct kt_tensor *a = dst->src[0], *b = dst->src[1];
+    int bias;
+    return (act_row_size(dst) + (lanes_for(a, &bias) ? lanes_aux_size(a) : 0)) * (size_t)kt_nrows(b);
 }
 
 bool kt_cpu_mul_mat_supports(const struct kt_tensor *dst) {
@@ -63,6 +76,35 @@ static void gemm_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t 
     }
 }
 
+/* Rows in lanes: rows [ir0, ir1) in groups of 16 x columns [ic0, ic1) in groups of at
+ * most KT_LANES_COLS that share one weight matrix. */
+static void lanes_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t N, int64_t B2, int64_t r2,
+                       int64_t r3, const uint8_t *wdata, size_t brow, const uint8_t *auxd, kt_lanes_fn lanes,
+                       int64_t ir0, int64_t ir1, int64_t ic0, int64_t ic1) {
+    const int64_t K = a->ne[0];
+    const size_t auxs = lanes_aux_size(a);
+    for (int64_t rr = ir0; rr < ir1; rr += KT_LANES_ROWS) {
+        const int nr = (int)(ir1 - rr < KT_LANES_ROWS ? ir1 - rr : KT_LANES_ROWS);
+        for (int64_t c = ic0; c < ic1;) {
+            const void *y[KT_LANES_COLS];
+            const struct kt_lanes_aux *ax[KT_LANES_COLS];
+            float *out[KT_LANES_COLS];
+            const uint8_t *w = NULL;
+            int nc = 0;
+            for (; c < ic1 && nc < KT_LANES_COLS; c++, nc++) {
+                const int64_t i1 = c % N, i2 = (c / N) % B2, i3 = c / (N * B2);
+                const uint8_t *wc = (const uint8_t *)a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
+                if (nc > 0 && wc != w) break;
+                w = wc;
+                y[nc] = wdata + (size_t)c * brow;
+                ax[nc] = (const struct kt_lanes_aux *)(auxd + (size_t)c * auxs);
+                out[nc] = (float *)((uint8_t *)dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]) + rr;
+            }
+            lanes(K, w + rr * a->nb[1], a->nb[1], nr, y, ax, out, nc);
+        }
+    }
+}
+
 void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
     const struct kt_tensor *a = dst->src[0], *b = dst->src[1];
     const int64_t K = a->ne[0], M = a->ne[1];
@@ -75,6 +117,9 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
 
     /* phase 1: activations into the dot partner type, one packed row per column */
     const int64_t ncols = N * B2 * B3;
+    int lanes_bias = 0;
+    const kt_lanes_fn lanes = lanes_for(a, &lanes_bias);
+    uint8_t *auxd = wdata + brow * (size_t)ncols;
     int64_t c0, c1;
     kt_cpu_split_rows(p, ncols, &c0, &c1);
     kt_from_float_fn quant = vdt == KT_TYPE_F32 ? NULL : kt_cpu_from_float(vdt);
@@ -102,6 +147,7 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
         } else {
             memcpy(out, src, (size_t)K * sizeof(float));
         }
+        if (lanes) kt_lanes_aux(K, out, lanes_bias, (struct kt_lanes_aux *)(auxd + (size_t)c * lanes_aux_size(a)));
     }
     if (p->ith == 0) kt_cpu_chunk_reset(p);
     kt_cpu_barrier(p);
@@ -109,14 +155,18 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
     /* phase 2: tiles of (rows of dst) x (columns). With a block kernel (gemm.h) a tile is
      * walked by groups of KT_GEMM_ROWS weight rows (kept in L1) against groups of
      * KT_GEMM_COLS columns of the same weight matrix; the tile's activations stay in L2. */
-    const kt_gemm_fn gemm = ncols > 1 ? kt_cpu_gemm(a->type) : NULL;
-    const int64_t tile_r = ncols == 1 ? 64 : gemm ? 64 : 32;
-    const int64_t tile_c = ncols == 1 ? 1 : gemm ? 32 : 8;
+    const kt_gemm_fn gemm = ncols > 1 && !lanes ? kt_cpu_gemm(a->type) : NULL;
+    const int64_t tile_r = ncols == 1 || gemm || lanes ? 64 : 32;
+    const int64_t tile_c = ncols == 1 ? 1 : gemm || lanes ? 32 : 8;
     const int64_t nt0 = (M + tile_r - 1) / tile_r, nt1 = (ncols + tile_c - 1) / tile_c;
     const int64_t ntiles = nt0 * nt1;
     for (int64_t t = p->ith; t < ntiles; t = kt_cpu_chunk_next(p)) {
         const int64_t ir0 = (t % nt0) * tile_r, ir1 = ir0 + tile_r < M ? ir0 + tile_r : M;
         const int64_t ic0 = (t / nt0) * tile_c, ic1 = ic0 + tile_c < ncols ? ic0 + tile_c : ncols;
+        if (lanes) {
+            lanes_tile(a, dst, N, B2, r2, r3, wdata, brow, auxd, lanes, ir0, ir1, ic0, ic1);
+            continue;
+        }
         if (gemm) {
             gemm_tile(a, dst, N, B2, r2, r3, wdata, brow, gemm, ir0, ir1, ic0, ic1);
             continue;

@@ -1,8 +1,8 @@
 /*
  * vec_dot_avx512.c - AVX-512 (F/BW/VL/DQ + VNNI) variants of the dot
- * products of Q4_0, Q8_0, Q4_K, Q6_K and F16: vpdpbusd does the int8 multiply
- * and 4-way add in one instruction, and 512-bit registers take two legacy
- * blocks or 64 K-quant elements at a time. Called only after vec_dot.c has
+ * products of Q4_K, Q6_K and F16 (Q4_0, Q8_0: gemm_lanes_avx512.c): vpdpbusd
+ * does the int8 multiply and 4-way add in one instruction, and 512-bit
+ * registers take 64 K-quant elements at a time. Called only after vec_dot.c has
  * checked the CPU. Contracts: vec_dot_isa.h.
  */
 #include <immintrin.h>
@@ -11,83 +11,6 @@
 #include "vec_dot_isa.h"
 
 static inline float h2f(kt_fp16_t h) { return _cvtsh_ss(h); }
-
-static inline __m512i load2x256(const void *a, const void *b) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
-                              _mm256_loadu_si256((const __m256i *)b), 1);
-}
-
-/* Two blocks' scales: lanes 0..7 get a, lanes 8..15 get b. */
-static inline __m512 scales2(float a, float b) {
-    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(a)), _mm256_set1_ps(b), 1);
-}
-
-/* x (signed, never -128 in y) . y per 4 bytes: vpdpbusd wants the left operand
- * unsigned, so |x| against y with x's sign moved over. */
-static inline __m512i dot_i8_512(__m512i x, __m512i y) {
-    const __mmask64 neg = _mm512_movepi8_mask(x);
-    const __m512i ys = _mm512_mask_sub_epi8(y, neg, _mm512_setzero_si512(), y);
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(x), ys);
-}
-static inline __m256i dot_i8_256(__m256i x, __m256i y) {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
-}
-
-static inline __m256i unpack_nibbles(const uint8_t *q) {
-    const __m128i b = _mm_loadu_si128((const __m128i *)q);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0f));
-}
-
-/* ------------------------------------------------------------------ legacy dots */
-
-void kt_vec_dot_q8_0_q8_0_avx512(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const kt_block_q8_0 *x = vx;
-    const kt_block_q8_0 *y = vy;
-    const int64_t nb = n / KT_QK8_0;
-    __m512 acc = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m512i p = dot_i8_512(load2x256(x[i].qs, x[i + 1].qs), load2x256(y[i].qs, y[i + 1].qs));
-        const __m512 d = scales2(h2f(x[i].d) * h2f(y[i].d), h2f(x[i + 1].d) * h2f(y[i + 1].d));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), d, acc);
-    }
-    float sum = _mm512_reduce_add_ps(acc);
-    if (i < nb) {
-        const __m256i p = dot_i8_256(_mm256_loadu_si256((const __m256i *)x[i].qs),
-                                     _mm256_loadu_si256((const __m256i *)y[i].qs));
-        const __m512i p0 = _mm512_castsi256_si512(p);
-        sum += (float)_mm512_mask_reduce_add_epi32(0x00ff, p0) * (h2f(x[i].d) * h2f(y[i].d));
-    }
-    *s = sum;
-}
-
-/* Unsigned nibbles q against y, minus 8*sum(y): two vpdpbusd and no sign trick. */
-void kt_vec_dot_q4_0_q8_0_avx512(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const kt_block_q4_0 *x = vx;
-    const kt_block_q8_0 *y = vy;
-    const int64_t nb = n / KT_QK8_0;
-    const __m512i eight = _mm512_set1_epi8(8);
-    __m512 acc = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(unpack_nibbles(x[i].qs)),
-                                             unpack_nibbles(x[i + 1].qs), 1);
-        const __m512i yv = load2x256(y[i].qs, y[i + 1].qs);
-        const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, yv),
-                                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, yv));
-        const __m512 d = scales2(h2f(x[i].d) * h2f(y[i].d), h2f(x[i + 1].d) * h2f(y[i + 1].d));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), d, acc);
-    }
-    float sum = _mm512_reduce_add_ps(acc);
-    if (i < nb) {
-        const __m256i q = unpack_nibbles(x[i].qs);
-        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, yv),
-                                           _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), yv));
-        sum += (float)_mm512_mask_reduce_add_epi32(0x00ff, _mm512_castsi256_si512(p)) * (h2f(x[i].d) * h2f(y[i].d));
-    }
-    *s = sum;
-}
 
 /* ------------------------------------------------------------------ K-quant dots */
 

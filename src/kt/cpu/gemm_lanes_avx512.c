@@ -1,0 +1,186 @@
+/*
+ * gemm_lanes_avx512.c - rows-in-lanes mul_mat kernels for Q4_0 and Q8_0
+ * weights (x Q8_0 activations), as mapped: 16 weight rows x up to
+ * KT_LANES_COLS columns per pass, one weight row per float lane, so the same
+ * code serves decode (one column: every weight byte read once, 16 rows in
+ * flight) and prompts (a 16-row block unpacked once per 8 columns).
+ * Arithmetic per element, the reference's (kt_vec_dot_q4_0_q8_0): per block
+ * the exact int32 dot, then acc = acc + (float)isum * (dx * dy), rounded
+ * after the product. Contracts: gemm.h.
+ */
+#include <immintrin.h>
+
+#include "gemm.h"
+#include "quant.h"
+#include "vec_dot_isa.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 8")
+
+/* Four rows' 16 bytes at p + off (rows r[0..3]) into one register, one row per 128-bit lane. */
+INLINE __m512i load4x128(const uint8_t *const *r, size_t off) {
+    const __m256i lo = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(r[0] + off))),
+                                               _mm_loadu_si128((const __m128i *)(r[1] + off)), 1);
+    const __m256i hi = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(r[2] + off))),
+                                               _mm_loadu_si128((const __m128i *)(r[3] + off)), 1);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* Four registers of partial sums (register g, 128-bit lane j: row 4g + j, 4 int32 each)
+ * into one int32 per row; lane e holds row e/4 + 4*(e%4) (a 4x4 transpose, see unlane). */
+INLINE __m512i reduce16(__m512i a, __m512i b, __m512i c, __m512i d) {
+    const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+    const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
+}
+/* The lane order of reduce16 as row numbers (it is its own inverse). */
+INLINE __m512i lane_rows(void) { return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15); }
+
+/* One block of 16 rows as unsigned bytes u = x + bias: lo[g] has bytes 0..15 of rows
+ * 4g..4g+3, hi[g] bytes 16..31. */
+INLINE void unpack_q4_0(const uint8_t *const *row, size_t boff, __m512i lo[4], __m512i hi[4]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    UNROLL
+    for (int g = 0; g < 4; g++) {
+        const __m512i v = load4x128(row + 4 * g, boff + 2);
+        lo[g] = _mm512_and_si512(v, m4);
+        hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+}
+INLINE void unpack_q8_0(const uint8_t *const *row, size_t boff, __m512i lo[4], __m512i hi[4]) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    UNROLL
+    for (int g = 0; g < 4; g++) {
+        lo[g] = _mm512_xor_si512(load4x128(row + 4 * g, boff + 2), flip);
+        hi[g] = _mm512_xor_si512(load4x128(row + 4 * g, boff + 18), flip);
+    }
+}
+
+#define LANES_TILE(NAME, WBLOCK, UNPACK)                                                                            \
+    INLINE void NAME(int64_t K, const uint8_t *w, size_t ws, int nr, const void *const *yp,                        \
+                     const struct kt_lanes_aux *const *aux, float *const *out, const int C) {                      \
+        const uint8_t *row[16];                                                                                     \
+        int32_t sidx[16];                                                                                           \
+        /* rows past nr repeat the last one: read, never stored */                                                  \
+        for (int r = 0; r < 16; r++) row[r] = w + (size_t)(r < nr ? r : nr - 1) * ws;                               \
+        {                                                                                                           \
+            int32_t rr[16];                                                                                         \
+            _mm512_storeu_si512(rr, lane_rows());                                                                   \
+            for (int e = 0; e < 16; e++) sidx[e] = (int32_t)(row[rr[e]] - w);                                       \
+        }                                                                                                           \
+        const __m512i scale_idx = _mm512_loadu_si512(sidx);                                                        \
+        __m512 acc[KT_LANES_COLS];                                                                                  \
+        UNROLL                                                                                                      \
+        for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();                                                   \
+        for (int64_t b = 0; b < K / 32; b++) {                                                                      \
+            const size_t boff = (size_t)b * sizeof(WBLOCK);                                                         \
+            __m512i lo[4], hi[4];                                                                                   \
+            UNPACK(row, boff, lo, hi);                                                                              \
+            /* the 16 rows' fp16 scales, in reduce16's lane order */                                               \
+            const __m512i dq = _mm512_i32gather_epi32(scale_idx, w + boff, 1);                                      \
+            const __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dq));                                           \
+            UNROLL                                                                                                  \
+            for (int c = 0; c < C; c++) {                                                                           \
+                const kt_block_q8_0 *y = (const kt_block_q8_0 *)yp[c] + b;                                          \
+                const __m512i ylo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y->qs));               \
+                const __m512i yhi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y->qs + 16)));        \
+                __m512i p[4];                                                                                       \
+                UNROLL                                                                                              \
+                for (int g = 0; g < 4; g++)                                                                         \
+                    p[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[g], ylo), hi[g], yhi); \
+                const __m512i s = _mm512_add_epi32(reduce16(p[0], p[1], p[2], p[3]), _mm512_set1_epi32(aux[c][b].off)); \
+                const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(aux[c][b].d));                                    \
+                acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_cvtepi32_ps(s), d));                            \
+            }                                                                                                       \
+        }                                                                                                           \
+        const __mmask16 keep = (__mmask16)((1u << nr) - 1);                                                         \
+        UNROLL                                                                                                      \
+        for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(out[c], keep, _mm512_permutexvar_ps(lane_rows(), acc[c])); \
+    }
+
+LANES_TILE(tile_q4_0, kt_block_q4_0, unpack_q4_0)
+LANES_TILE(tile_q8_0, kt_block_q8_0, unpack_q8_0)
+
+/* One instance per column count so the accumulators stay in registers. */
+#define DISPATCH_LANES(TILE)                                                                                        \
+    for (int c0 = 0; c0 < nc; c0 += KT_LANES_COLS) {                                                                \
+        const int cc = nc - c0 < KT_LANES_COLS ? nc - c0 : KT_LANES_COLS;                                           \
+        const void *const *y = yp + c0;                                                                             \
+        const struct kt_lanes_aux *const *a = aux + c0;                                                             \
+        float *const *o = out + c0;                                                                                 \
+        switch (cc) {                                                                                               \
+        case 1: TILE(K, w, ws, nr, y, a, o, 1); break;                                                              \
+        case 2: TILE(K, w, ws, nr, y, a, o, 2); break;                                                              \
+        case 3: TILE(K, w, ws, nr, y, a, o, 3); break;                                                              \
+        case 4: TILE(K, w, ws, nr, y, a, o, 4); break;                                                              \
+        case 5: TILE(K, w, ws, nr, y, a, o, 5); break;                                                              \
+        case 6: TILE(K, w, ws, nr, y, a, o, 6); break;                                                              \
+        case 7: TILE(K, w, ws, nr, y, a, o, 7); break;                                                              \
+        default: TILE(K, w, ws, nr, y, a, o, 8); break;                                                             \
+        }                                                                                                           \
+    }
+
+_Static_assert(KT_LANES_COLS == 8, "DISPATCH_LANES lists every column count");
+
+void kt_lanes_q4_0_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *yp,
+                          const struct kt_lanes_aux *const *aux, float *const *out, int nc) {
+    DISPATCH_LANES(tile_q4_0)
+}
+
+void kt_lanes_q8_0_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *yp,
+                          const struct kt_lanes_aux *const *aux, float *const *out, int nc) {
+    DISPATCH_LANES(tile_q8_0)
+}
+
+/* ------------------------------------------------------------------ single dots */
+
+/* The same arithmetic one row at a time (vec_dot: what mul_mat without block kernels,
+ * KT_CPU_GEMM=off, runs): the block's integer dot reduced at once, then the scalar
+ * multiply and add. */
+INLINE int32_t hsum256_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+void kt_vec_dot_q4_0_q8_0_avx512(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const kt_block_q4_0 *x = vx;
+    const kt_block_q8_0 *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), eight = _mm256_set1_epi8(8);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / KT_QK8_0; i++) {
+        const __m128i b = _mm_loadu_si128((const __m128i *)x[i].qs);
+        const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), m4);
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, yv),
+                                           _mm256_dpbusd_epi32(_mm256_setzero_si256(), eight, yv));
+        sum += (float)hsum256_epi32(p) * (_cvtsh_ss(x[i].d) * _cvtsh_ss(y[i].d));
+    }
+    *s = sum;
+}
+
+void kt_vec_dot_q8_0_q8_0_avx512(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const kt_block_q8_0 *x = vx;
+    const kt_block_q8_0 *y = vy;
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / KT_QK8_0; i++) {
+        const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[i].qs), flip);
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, yv),
+                                           _mm256_dpbusd_epi32(_mm256_setzero_si256(), flip, yv));
+        sum += (float)hsum256_epi32(p) * (_cvtsh_ss(x[i].d) * _cvtsh_ss(y[i].d));
+    }
+    *s = sum;
+}
+
+void kt_lanes_aux(int64_t K, const void *y, int bias, struct kt_lanes_aux *aux) {
+    const kt_block_q8_0 *yb = y;
+    const __m256i ones = _mm256_set1_epi8(1);
+    for (int64_t b = 0; b < K / 32; b++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)yb[b].qs);
+        aux[b].off = -bias * hsum256_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, v));
+        aux[b].d = _cvtsh_ss(yb[b].d);
+    }
+}
