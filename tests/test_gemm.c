@@ -204,7 +204,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         const enum kt_type t = types[i];
         const int64_t qk = kt_blck_size(kt_get_type_traits(t)->vec_dot_type) > 32 ? 256 : 32;
-        const kt_gemm_fn gemm = kt_cpu_gemm(t);
+        const kt_gemm_fn gemm = kt_cpu_gemm(t, 2);
         int bias = 0;
         const kt_lanes_fn lanes = kt_cpu_lanes(t, &bias);
         if (lanes) {

@@ -17,11 +17,15 @@ static const struct {
     enum kt_type type;
     kt_vec_dot_fn dot; /* the vec_dot this kernel matches bit for bit */
     kt_gemm_fn gemm;
+    /* also for one column (4 rows per pass): where it measured fewer instructions
+     * than one vec_dot per row (bench_insns on bench_gemm 1 256 2048 1 TYPE 1:
+     * q4_K 208219 -> 195881, f16 160606 -> 123972; q6_K 200493 -> 208195: not used) */
+    bool decode;
 } gemms[] = {
-    {KT_TYPE_Q4_K, kt_vec_dot_q4_K_q8_K_avx512, kt_gemm_q4_K_q8_K_avx512},
-    {KT_TYPE_Q6_K, kt_vec_dot_q6_K_q8_K_avx512, kt_gemm_q6_K_q8_K_avx512},
-    {KT_TYPE_F16, kt_vec_dot_f16_avx512, kt_gemm_f16_f16_avx512},
-    {KT_TYPE_COUNT, NULL, NULL},
+    {KT_TYPE_Q4_K, kt_vec_dot_q4_K_q8_K_avx512, kt_gemm_q4_K_q8_K_avx512, true},
+    {KT_TYPE_Q6_K, kt_vec_dot_q6_K_q8_K_avx512, kt_gemm_q6_K_q8_K_avx512, false},
+    {KT_TYPE_F16, kt_vec_dot_f16_avx512, kt_gemm_f16_f16_avx512, true},
+    {KT_TYPE_COUNT, NULL, NULL, false},
 };
 
 static bool gemm_off;
@@ -31,12 +35,12 @@ static void gemm_init(void) {
     gemm_off = v && strcmp(v, "off") == 0;
 }
 
-kt_gemm_fn kt_cpu_gemm(enum kt_type type) {
+kt_gemm_fn kt_cpu_gemm(enum kt_type type, int64_t ncols) {
     pthread_once(&gemm_once, gemm_init);
     if (gemm_off) return NULL;
     const kt_vec_dot_fn dot = kt_cpu_vec_dot(type);
     for (size_t i = 0; gemms[i].gemm; i++)
-        if (gemms[i].type == type && gemms[i].dot == dot) return gemms[i].gemm;
+        if (gemms[i].type == type && gemms[i].dot == dot && (ncols > 1 || gemms[i].decode)) return gemms[i].gemm;
     return NULL;
 }
 

@@ -22,9 +22,10 @@
 typedef void (*kt_gemm_fn)(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
                            int nc);
 
-/* The block kernel for a weight type, or NULL: only where it matches the dot
- * kernel kt_cpu_vec_dot() picks (so the two paths agree bit for bit). */
-kt_gemm_fn kt_cpu_gemm(enum kt_type type);
+/* The block kernel for a weight type and a node of ncols activation columns, or
+ * NULL: only where it matches the dot kernel kt_cpu_vec_dot() picks (so the two
+ * paths agree bit for bit), and for one column only where it is the faster. */
+kt_gemm_fn kt_cpu_gemm(enum kt_type type, int64_t ncols);
 
 /* gemm_avx512.c (AVX-512 F/BW/VL + VNNI; twins of vec_dot_avx512.c) */
 void kt_gemm_q4_K_q8_K_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,

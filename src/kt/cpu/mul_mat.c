@@ -155,7 +155,7 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
     /* phase 2: tiles of (rows of dst) x (columns). With a block kernel (gemm.h) a tile is
      * walked by groups of KT_GEMM_ROWS weight rows (kept in L1) against groups of
      * KT_GEMM_COLS columns of the same weight matrix; the tile's activations stay in L2. */
-    const kt_gemm_fn gemm = ncols > 1 && !lanes ? kt_cpu_gemm(a->type) : NULL;
+    const kt_gemm_fn gemm = lanes ? NULL : kt_cpu_gemm(a->type, ncols);
     const int64_t tile_r = ncols == 1 || gemm || lanes ? 64 : 32;
     const int64_t tile_c = ncols == 1 ? 1 : gemm || lanes ? 32 : 8;
     const int64_t nt0 = (M + tile_r - 1) / tile_r, nt1 = (ncols + tile_c - 1) / tile_c;
