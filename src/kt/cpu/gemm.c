@@ -1,13 +1,9 @@
 /*
- * gemm.c - picks the block mul_mat kernels for a weight type (gemm.h): only the
- * one whose arithmetic twins the dot kernel kt_cpu_vec_dot() chose, so an ISA
- * cap (KT_CPU_ISA) or a CPU without the ISA turns block kernels off rather
- * than making the two paths disagree. Environment KT_CPU_GEMM=off turns them
- * off (A/B timing: the per-element vec_dot path gives the same results).
+ * gemm.c - the block mul_mat kernels for a weight type (gemm.h): only the one
+ * whose arithmetic twins the dot kernel chosen for the type, so an ISA cap
+ * (KT_CPU_ISA) or a CPU without the ISA turns block kernels off rather than
+ * making the two paths disagree. kernels.c asks once per process.
  */
-#include <pthread.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "cpu.h"
 #include "gemm.h"
@@ -28,26 +24,13 @@ static const struct {
     {KT_TYPE_COUNT, NULL, NULL, false},
 };
 
-static bool gemm_off;
-static pthread_once_t gemm_once = PTHREAD_ONCE_INIT;
-static void gemm_init(void) {
-    const char *v = getenv("KT_CPU_GEMM");
-    gemm_off = v && strcmp(v, "off") == 0;
-}
-
-kt_gemm_fn kt_cpu_gemm(enum kt_type type, int64_t ncols) {
-    pthread_once(&gemm_once, gemm_init);
-    if (gemm_off) return NULL;
-    const kt_vec_dot_fn dot = kt_cpu_vec_dot(type);
+kt_gemm_fn kt_cpu_pick_gemm(enum kt_type type, kt_vec_dot_fn dot, bool *decode) {
     for (size_t i = 0; gemms[i].gemm; i++)
-        if (gemms[i].type == type && gemms[i].dot == dot && (ncols > 1 || gemms[i].decode)) return gemms[i].gemm;
+        if (gemms[i].type == type && gemms[i].dot == dot) return *decode = gemms[i].decode, gemms[i].gemm;
     return NULL;
 }
 
-kt_lanes_fn kt_cpu_lanes(enum kt_type type, int *bias) {
-    pthread_once(&gemm_once, gemm_init);
-    if (gemm_off) return NULL;
-    const kt_vec_dot_fn dot = kt_cpu_vec_dot(type);
+kt_lanes_fn kt_cpu_pick_lanes(enum kt_type type, kt_vec_dot_fn dot, int *bias) {
     if (type == KT_TYPE_Q4_0 && dot == kt_vec_dot_q4_0_q8_0_avx512) return *bias = 8, kt_lanes_q4_0_avx512;
     if (type == KT_TYPE_Q8_0 && dot == kt_vec_dot_q8_0_q8_0_avx512) return *bias = 128, kt_lanes_q8_0_avx512;
     return NULL;

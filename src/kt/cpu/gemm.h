@@ -23,9 +23,12 @@ typedef void (*kt_gemm_fn)(int64_t K, const void *w, size_t ws, const void *cons
                            int nc);
 
 /* The block kernel for a weight type and a node of ncols activation columns, or
- * NULL: only where it matches the dot kernel kt_cpu_vec_dot() picks (so the two
- * paths agree bit for bit), and for one column only where it is the faster. */
+ * NULL (type, CPU, KT_CPU_GEMM=off; one column where the kernel is not the faster):
+ * from the kernel table (kernels.c). */
 kt_gemm_fn kt_cpu_gemm(enum kt_type type, int64_t ncols);
+/* The block kernel that matches the dot kernel dot bit for bit, or NULL; *decode:
+ * whether it also serves one column. For kernels.c. */
+kt_gemm_fn kt_cpu_pick_gemm(enum kt_type type, kt_vec_dot_fn dot, bool *decode);
 
 /* gemm_avx512.c (AVX-512 F/BW/VL + VNNI; twins of vec_dot_avx512.c) */
 void kt_gemm_q4_K_q8_K_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
@@ -53,8 +56,10 @@ struct kt_lanes_aux {
 typedef void (*kt_lanes_fn)(int64_t K, const void *w, size_t ws, int nr, const void *const *y,
                             const struct kt_lanes_aux *const *aux, float *const *out, int nc);
 /* The kernel for a weight type and the bias its aux wants, or NULL (type, CPU, or
- * KT_CPU_GEMM=off: then mul_mat runs the matching vec_dot per element). */
+ * KT_CPU_GEMM=off: then mul_mat runs the matching vec_dot per element): from the
+ * kernel table. kt_cpu_pick_lanes: the one matching dot, for kernels.c. */
 kt_lanes_fn kt_cpu_lanes(enum kt_type type, int *bias);
+kt_lanes_fn kt_cpu_pick_lanes(enum kt_type type, kt_vec_dot_fn dot, int *bias);
 void kt_lanes_aux(int64_t K, const void *y, int bias, struct kt_lanes_aux *aux);
 void kt_lanes_q4_0_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *y,
                           const struct kt_lanes_aux *const *aux, float *const *out, int nc);
