@@ -5,7 +5,7 @@
  * activation bytes, for odd shapes, broadcast over dims 2/3, non-contiguous
  * activations and 1, 2, 4 threads; and stay within the activation format's
  * error of a double-precision product of the dequantized weights.
- * The rows-in-lanes kernels (Q4_0, Q8_0) keep the reference's own order: they
+ * The rows-in-lanes kernels (Q4_0, Q8_0, Q4_K) keep the reference's own order: they
  * and mul_mat through them must equal the scalar reference dot bit for bit.
  * Types without a block kernel on this CPU still run the mul_mat checks.
  */
@@ -27,7 +27,8 @@ static float gauss(uint64_t *s) {
 }
 
 /* Weight rows: quantized Gaussian data, or (raw, legacy types) random quant
- * bytes with a sane scale so every bit pattern is seen (-128 in Q8_0, ...). */
+ * bytes with sane scales so every bit pattern is seen (-128 in Q8_0, Q4_K's
+ * 6-bit scales and mins at 63, ...). */
 static void make_rows(enum kt_type t, void *q, int64_t K, int64_t rows, bool raw, uint64_t *s) {
     const size_t rs = kt_row_size(t, K);
     float *x = malloc((size_t)K * sizeof(float));
@@ -36,13 +37,16 @@ static void make_rows(enum kt_type t, void *q, int64_t K, int64_t rows, bool raw
         kt_get_type_traits(t)->from_float_ref(x, (uint8_t *)q + (size_t)r * rs, K);
     }
     free(x);
-    if (!raw || (t != KT_TYPE_Q4_0 && t != KT_TYPE_Q8_0)) return;
-    const size_t bs = kt_get_type_traits(t)->type_size, nb = rs * (size_t)rows / bs;
+    if (!raw || (t != KT_TYPE_Q4_0 && t != KT_TYPE_Q8_0 && t != KT_TYPE_Q4_K)) return;
+    /* fp16 scales at the block's start: d (Q4_K: then dmin) */
+    const size_t bs = kt_get_type_traits(t)->type_size, nb = rs * (size_t)rows / bs, nd = t == KT_TYPE_Q4_K ? 2 : 1;
     for (size_t b = 0; b < nb; b++) {
         uint8_t *blk = (uint8_t *)q + b * bs;
-        for (size_t k = 2; k < bs; k++) blk[k] = (uint8_t)tu_rand_u64(s);
-        const kt_fp16_t d = kt_fp32_to_fp16(0.001f + 0.01f * (float)(tu_rand_u64(s) % 100));
-        memcpy(blk, &d, sizeof d);
+        for (size_t k = 2 * nd; k < bs; k++) blk[k] = (uint8_t)tu_rand_u64(s);
+        for (size_t j = 0; j < nd; j++) {
+            const kt_fp16_t d = kt_fp32_to_fp16(0.001f + 0.01f * (float)(tu_rand_u64(s) % 100));
+            memcpy(blk + 2 * j, &d, sizeof d);
+        }
     }
 }
 
@@ -80,11 +84,14 @@ static void test_kernel(enum kt_type t, kt_gemm_fn gemm, int64_t K, bool raw, ui
     free(w), free(y), free(x);
 }
 
-/* Rows-in-lanes kernels (Q4_0, Q8_0): every (nr, nc) against the reference dot
- * of the type traits (their documented order), bit for bit. */
+/* Rows-in-lanes kernels (Q4_0, Q8_0, Q4_K): every (nr, nc) against the reference
+ * dot of the type traits (their documented order), bit for bit; nothing written
+ * past nr rows and nc columns. */
 static void test_lanes(enum kt_type t, kt_lanes_fn lanes, int bias, int64_t K, bool raw, uint64_t *s) {
     enum { NC = KT_LANES_COLS + 3 }; /* past one call's column group */
-    const size_t rs = kt_row_size(t, K), ys = kt_row_size(KT_TYPE_Q8_0, K);
+    const enum kt_type vdt = kt_get_type_traits(t)->vec_dot_type;
+    const bool aux_on = vdt == KT_TYPE_Q8_0;
+    const size_t rs = kt_row_size(t, K), ys = kt_row_size(vdt, K);
     uint8_t *w = malloc(rs * KT_LANES_ROWS), *y = malloc(ys * NC);
     struct kt_lanes_aux *aux = malloc((size_t)(K / 32) * NC * sizeof *aux);
     float *x = malloc((size_t)K * sizeof(float));
@@ -92,11 +99,11 @@ static void test_lanes(enum kt_type t, kt_lanes_fn lanes, int bias, int64_t K, b
     const void *yp[NC];
     const struct kt_lanes_aux *ap[NC];
     for (int c = 0; c < NC; c++) {
-        for (int64_t k = 0; k < K; k++) x[k] = gauss(s);
-        kt_get_type_traits(KT_TYPE_Q8_0)->from_float_ref(x, y + (size_t)c * ys, K);
+        for (int64_t k = 0; k < K; k++) x[k] = gauss(s) * (c % 3 == 2 ? 100.0f : 1.0f);
+        kt_get_type_traits(vdt)->from_float_ref(x, y + (size_t)c * ys, K);
         yp[c] = y + (size_t)c * ys;
-        ap[c] = aux + (size_t)c * (size_t)(K / 32);
-        kt_lanes_aux(K, yp[c], bias, aux + (size_t)c * (size_t)(K / 32));
+        ap[c] = aux_on ? aux + (size_t)c * (size_t)(K / 32) : NULL;
+        if (aux_on) kt_lanes_aux(K, yp[c], bias, aux + (size_t)c * (size_t)(K / 32));
     }
     for (int nr = 1; nr <= KT_LANES_ROWS; nr++)
         for (int nc = 1; nc <= NC; nc++) {
@@ -210,8 +217,8 @@ int main(void) {
         if (lanes) {
             static const int64_t kb[] = {1, 2, 3, 8, 37};
             for (size_t j = 0; j < sizeof kb / sizeof kb[0]; j++) {
-                test_lanes(t, lanes, bias, kb[j] * 32, false, &s);
-                test_lanes(t, lanes, bias, kb[j] * 32, true, &s);
+                test_lanes(t, lanes, bias, kb[j] * qk, false, &s);
+                test_lanes(t, lanes, bias, kb[j] * qk, true, &s);
             }
         } else if (!gemm) {
             printf("%s: no block kernel on this CPU, mul_mat checks only\n", kt_type_name(t));

@@ -33,80 +33,6 @@ static inline float h2f(kt_fp16_t h) { return _cvtsh_ss(h); }
 #define KQ_ROWS 4
 #define KQ_COLS 2
 
-INLINE void tile_q4_K(int64_t K, const uint8_t *w, size_t ws, const void *const *yp, float *const *out, const int R,
-                      const int C) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m512 acc[KQ_ROWS][KQ_COLS];
-    __m128 accm[KQ_ROWS][KQ_COLS];
-    UNROLL
-    for (int r = 0; r < R; r++)
-        UNROLL
-        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps(), accm[r][c] = _mm_setzero_ps();
-    for (int64_t i = 0; i < K / KT_QK_K; i++) {
-        __m512i scales[KQ_ROWS], sumi[KQ_ROWS][KQ_COLS];
-        __m128i mins[KQ_ROWS], pair[KQ_COLS];
-        __m512 dx[KQ_ROWS], mx[KQ_ROWS], dy[KQ_COLS];
-        UNROLL
-        for (int r = 0; r < R; r++) {
-            const kt_block_q4_K *x = (const kt_block_q4_K *)(w + (size_t)r * ws) + i;
-            uint32_t o[4];
-            kt_k4_unpack_words(x->scales, o);
-            const __m256i sm = _mm256_cvtepu8_epi16(_mm_set_epi32((int)o[3], (int)o[2], (int)o[1], (int)o[0]));
-            mins[r] = _mm256_extracti128_si256(sm, 1);
-            scales[r] = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sm));
-            dx[r] = _mm512_set1_ps(h2f(x->d));
-            mx[r] = _mm512_set1_ps(h2f(x->dmin));
-        }
-        UNROLL
-        for (int c = 0; c < C; c++) {
-            const kt_block_q8_K *y = (const kt_block_q8_K *)yp[c] + i;
-            const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
-            pair[c] = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-            dy[c] = _mm512_set1_ps(y->d);
-            UNROLL
-            for (int r = 0; r < R; r++) sumi[r][c] = _mm512_setzero_si512();
-        }
-        UNROLL
-        for (int j = 0; j < 4; j++) {
-            const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))),
-                                                   _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))), 1);
-            __m512i yv[KQ_COLS];
-            UNROLL
-            for (int c = 0; c < C; c++)
-                yv[c] = _mm512_loadu_si512((const void *)(((const kt_block_q8_K *)yp[c] + i)->qs + 64 * j));
-            UNROLL
-            for (int r = 0; r < R; r++) {
-                const kt_block_q4_K *x = (const kt_block_q4_K *)(w + (size_t)r * ws) + i;
-                const __m256i qb = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
-                const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(qb, m4)),
-                                                     _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4), 1);
-                const __m512i s = _mm512_shuffle_epi8(scales[r], sel);
-                UNROLL
-                for (int c = 0; c < C; c++)
-                    sumi[r][c] = _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(q, yv[c]), s);
-            }
-        }
-        UNROLL
-        for (int r = 0; r < R; r++)
-            UNROLL
-            for (int c = 0; c < C; c++) {
-                const __m128i mprod = _mm_madd_epi16(mins[r], pair[c]);
-                accm[r][c] = _mm_fmadd_ps(_mm512_castps512_ps128(_mm512_mul_ps(mx[r], dy[c])), _mm_cvtepi32_ps(mprod),
-                                          accm[r][c]);
-                acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(dx[r], dy[c]), _mm512_cvtepi32_ps(sumi[r][c]), acc[r][c]);
-            }
-    }
-    UNROLL
-    for (int c = 0; c < C; c++)
-        UNROLL
-        for (int r = 0; r < R; r++) {
-            __m128 m = accm[r][c];
-            m = _mm_add_ps(m, _mm_movehl_ps(m, m));
-            m = _mm_add_ss(m, _mm_movehdup_ps(m));
-            out[c][r] = _mm512_reduce_add_ps(acc[r][c]) - _mm_cvtss_f32(m);
-        }
-}
-
 /* Scales of sub-blocks s0..s0+3 as int16, each over 16 elements (8 int16 pair sums). */
 INLINE __m512i q6_K_scales16(const int8_t *sc) {
     int32_t s4;
@@ -206,11 +132,6 @@ INLINE void tile_q6_K(int64_t K, const uint8_t *w, size_t ws, const void *const 
     }
 
 _Static_assert(KQ_ROWS == KT_GEMM_ROWS && KQ_COLS == 2, "DISPATCH_KQ lists every (R, C)");
-
-void kt_gemm_q4_K_q8_K_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
-                              int nc) {
-    DISPATCH_KQ(tile_q4_K)
-}
 
 void kt_gemm_q6_K_q8_K_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
                               int nc) {

@@ -11,30 +11,9 @@
 #include <immintrin.h>
 
 #include "gemm.h"
+#include "lanes_avx512.h"
 #include "quant.h"
 #include "vec_dot_isa.h"
-
-#define INLINE static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 8")
-
-/* Four rows' 16 bytes at p + off (rows r[0..3]) into one register, one row per 128-bit lane. */
-INLINE __m512i load4x128(const uint8_t *const *r, size_t off) {
-    const __m256i lo = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(r[0] + off))),
-                                               _mm_loadu_si128((const __m128i *)(r[1] + off)), 1);
-    const __m256i hi = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(r[2] + off))),
-                                               _mm_loadu_si128((const __m128i *)(r[3] + off)), 1);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
-/* Four registers of partial sums (register g, 128-bit lane j: row 4g + j, 4 int32 each)
- * into one int32 per row; lane e holds row e/4 + 4*(e%4) (a 4x4 transpose, see unlane). */
-INLINE __m512i reduce16(__m512i a, __m512i b, __m512i c, __m512i d) {
-    const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
-    const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
-    return _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
-}
-/* The lane order of reduce16 as row numbers (it is its own inverse). */
-INLINE __m512i lane_rows(void) { return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15); }
 
 /* One block of 16 rows as unsigned bytes u = x + bias: lo[g] has bytes 0..15 of rows
  * 4g..4g+3, hi[g] bytes 16..31. */
@@ -60,15 +39,8 @@ INLINE void unpack_q8_0(const uint8_t *const *row, size_t boff, __m512i lo[4], _
     INLINE void NAME(int64_t K, const uint8_t *w, size_t ws, int nr, const void *const *yp,                        \
                      const struct kt_lanes_aux *const *aux, float *const *out, const int C) {                      \
         const uint8_t *row[16];                                                                                     \
-        int32_t sidx[16];                                                                                           \
-        /* rows past nr repeat the last one: read, never stored */                                                  \
-        for (int r = 0; r < 16; r++) row[r] = w + (size_t)(r < nr ? r : nr - 1) * ws;                               \
-        {                                                                                                           \
-            int32_t rr[16];                                                                                         \
-            _mm512_storeu_si512(rr, lane_rows());                                                                   \
-            for (int e = 0; e < 16; e++) sidx[e] = (int32_t)(row[rr[e]] - w);                                       \
-        }                                                                                                           \
-        const __m512i scale_idx = _mm512_loadu_si512(sidx);                                                        \
+        lanes_rows(w, ws, nr, row);                                                                                 \
+        const __m512i scale_idx = lanes_gather_index(w, row);                                                       \
         __m512 acc[KT_LANES_COLS];                                                                                  \
         UNROLL                                                                                                      \
         for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();                                                   \
@@ -137,13 +109,6 @@ void kt_lanes_q8_0_avx512(int64_t K, const void *w, size_t ws, int nr, const voi
 /* The same arithmetic one row at a time (vec_dot: what mul_mat without block kernels,
  * KT_CPU_GEMM=off, runs): the block's integer dot reduced at once, then the scalar
  * multiply and add. */
-INLINE int32_t hsum256_epi32(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
-}
-
 void kt_vec_dot_q4_0_q8_0_avx512(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const kt_block_q4_0 *x = vx;
     const kt_block_q8_0 *y = vy;

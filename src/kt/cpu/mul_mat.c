@@ -29,8 +29,10 @@ static kt_lanes_fn lanes_for(const struct kt_tensor *a, int *bias) {
     return kt_cpu_lanes(a->type, bias);
 }
 
-/* Each column's per-block aux array (rows in lanes), after the activation rows. */
+/* Each column's per-block aux array (rows in lanes over Q8_0 activations), after the
+ * activation rows; 0 where the kernel needs none. */
 static size_t lanes_aux_size(const struct kt_tensor *a) {
+    if (kt_get_type_traits(a->type)->vec_dot_type != KT_TYPE_Q8_0) return 0;
     return ((size_t)(a->ne[0] / 32) * sizeof(struct kt_lanes_aux) + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1);
 }
 
@@ -97,7 +99,7 @@ static void lanes_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t
                 if (nc > 0 && wc != w) break;
                 w = wc;
                 y[nc] = wdata + (size_t)c * brow;
-                ax[nc] = (const struct kt_lanes_aux *)(auxd + (size_t)c * auxs);
+                ax[nc] = auxs ? (const struct kt_lanes_aux *)(auxd + (size_t)c * auxs) : NULL;
                 out[nc] = (float *)((uint8_t *)dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]) + rr;
             }
             lanes(K, w + rr * a->nb[1], a->nb[1], nr, y, ax, out, nc);
@@ -147,7 +149,8 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
         } else {
             memcpy(out, src, (size_t)K * sizeof(float));
         }
-        if (lanes) kt_lanes_aux(K, out, lanes_bias, (struct kt_lanes_aux *)(auxd + (size_t)c * lanes_aux_size(a)));
+        if (lanes && lanes_aux_size(a))
+            kt_lanes_aux(K, out, lanes_bias, (struct kt_lanes_aux *)(auxd + (size_t)c * lanes_aux_size(a)));
     }
     if (p->ith == 0) kt_cpu_chunk_reset(p);
     kt_cpu_barrier(p);

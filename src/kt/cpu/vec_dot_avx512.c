@@ -1,6 +1,6 @@
 /*
  * vec_dot_avx512.c - AVX-512 (F/BW/VL/DQ + VNNI) variants of the dot
- * products of Q4_K, Q6_K and F16 (Q4_0, Q8_0: gemm_lanes_avx512.c): vpdpbusd
+ * products of Q6_K and F16 (Q4_0, Q8_0, Q4_K: gemm_lanes*_avx512.c): vpdpbusd
  * does the int8 multiply and 4-way add in one instruction, and 512-bit
  * registers take 64 K-quant elements at a time. Called only after vec_dot.c has
  * checked the CPU. Contracts: vec_dot_isa.h.
@@ -17,41 +17,6 @@ static inline float h2f(kt_fp16_t h) { return _cvtsh_ss(h); }
 /* K-quants: each super-block's integer sums stay exact in int32 lanes; d *
  * lanes accumulate in float vectors across super-blocks (summation order is
  * the only difference from the reference). */
-
-void kt_vec_dot_q4_K_q8_K_avx512(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const kt_block_q4_K *x = vx;
-    const kt_block_q8_K *y = vy;
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m512 acc = _mm512_setzero_ps();
-    __m128 accm = _mm_setzero_ps();
-    for (int64_t i = 0; i < n / KT_QK_K; i++) {
-        uint32_t o[4];
-        kt_k4_unpack_words(x[i].scales, o);
-        /* int16 lanes: 8 scales, then 8 mins */
-        const __m256i sm = _mm256_cvtepu8_epi16(_mm_set_epi32((int)o[3], (int)o[2], (int)o[1], (int)o[0]));
-        const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
-        const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-        const __m128i mprod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), pair);
-        accm = _mm_fmadd_ps(_mm_set1_ps(h2f(x[i].dmin) * y[i].d), _mm_cvtepi32_ps(mprod), accm);
-        /* per 64 elements: scale 2j on the low 32 bytes, 2j+1 on the high 32 */
-        const __m512i scales = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sm));
-        __m512i sumi = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            const __m256i qb = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * j));
-            const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(qb, m4)),
-                                                 _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4), 1);
-            const __m512i yv = _mm512_loadu_si512((const void *)(y[i].qs + 64 * j));
-            const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))),
-                                                   _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))), 1);
-            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(q, yv), _mm512_shuffle_epi8(scales, sel)));
-        }
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(h2f(x[i].d) * y[i].d), _mm512_cvtepi32_ps(sumi), acc);
-    }
-    accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
-    accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
-    *s = _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(accm);
-}
 
 void kt_vec_dot_q6_K_q8_K_avx512(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const kt_block_q6_K *x = vx;
