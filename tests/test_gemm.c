@@ -27,8 +27,8 @@ static float gauss(uint64_t *s) {
 }
 
 /* Weight rows: quantized Gaussian data, or (raw, legacy types) random quant
- * bytes with sane scales so every bit pattern is seen (-128 in Q8_0, Q4_K's
- * 6-bit scales and mins at 63, ...). */
+ * bytes with sane fp16 scales so every bit pattern is seen (-128 in Q8_0, Q4_K's
+ * 6-bit scales and mins at 63, Q6_K's int8 scales at -128, ...). */
 static void make_rows(enum kt_type t, void *q, int64_t K, int64_t rows, bool raw, uint64_t *s) {
     const size_t rs = kt_row_size(t, K);
     float *x = malloc((size_t)K * sizeof(float));
@@ -37,15 +37,15 @@ static void make_rows(enum kt_type t, void *q, int64_t K, int64_t rows, bool raw
         kt_get_type_traits(t)->from_float_ref(x, (uint8_t *)q + (size_t)r * rs, K);
     }
     free(x);
-    if (!raw || (t != KT_TYPE_Q4_0 && t != KT_TYPE_Q8_0 && t != KT_TYPE_Q4_K)) return;
-    /* fp16 scales at the block's start: d (Q4_K: then dmin) */
+    if (!raw || t == KT_TYPE_F16) return;
+    /* fp16 scales: d at the block's start (Q4_K: then dmin; Q6_K: d at its end) */
     const size_t bs = kt_get_type_traits(t)->type_size, nb = rs * (size_t)rows / bs, nd = t == KT_TYPE_Q4_K ? 2 : 1;
     for (size_t b = 0; b < nb; b++) {
         uint8_t *blk = (uint8_t *)q + b * bs;
-        for (size_t k = 2 * nd; k < bs; k++) blk[k] = (uint8_t)tu_rand_u64(s);
+        for (size_t k = 0; k < bs; k++) blk[k] = (uint8_t)tu_rand_u64(s);
         for (size_t j = 0; j < nd; j++) {
             const kt_fp16_t d = kt_fp32_to_fp16(0.001f + 0.01f * (float)(tu_rand_u64(s) % 100));
-            memcpy(blk + 2 * j, &d, sizeof d);
+            memcpy(blk + (t == KT_TYPE_Q6_K ? bs - 2 : 2 * j), &d, sizeof d);
         }
     }
 }

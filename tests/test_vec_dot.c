@@ -31,7 +31,7 @@ static const struct variant variants[] = {
     {"q4_0 avx512", KT_TYPE_Q4_0, kt_vec_dot_q4_0_q8_0_avx512, true, true},
     {"q8_0 avx512", KT_TYPE_Q8_0, kt_vec_dot_q8_0_q8_0_avx512, true, true},
     {"q4_K avx512", KT_TYPE_Q4_K, kt_vec_dot_q4_K_q8_K_avx512, true, true},
-    {"q6_K avx512", KT_TYPE_Q6_K, kt_vec_dot_q6_K_q8_K_avx512, true, false},
+    {"q6_K avx512", KT_TYPE_Q6_K, kt_vec_dot_q6_K_q8_K_avx512, true, true},
     {"f16 avx512", KT_TYPE_F16, kt_vec_dot_f16_avx512, true, false},
     {"f32 avx512", KT_TYPE_F32, kt_vec_dot_f32_avx512, true, false},
     {"q4_1 avx2", KT_TYPE_Q4_1, kt_vec_dot_q4_1_q8_1_avx2, false, false},

@@ -18,7 +18,6 @@ static const struct {
      * q4_K 208219 -> 195881, f16 160606 -> 123972; q6_K 200493 -> 208195: not used) */
     bool decode;
 } gemms[] = {
-    {KT_TYPE_Q6_K, kt_vec_dot_q6_K_q8_K_avx512, kt_gemm_q6_K_q8_K_avx512, false},
     {KT_TYPE_F16, kt_vec_dot_f16_avx512, kt_gemm_f16_f16_avx512, true},
     {KT_TYPE_COUNT, NULL, NULL, false},
 };
@@ -33,5 +32,6 @@ kt_lanes_fn kt_cpu_pick_lanes(enum kt_type type, kt_vec_dot_fn dot, int *bias) {
     if (type == KT_TYPE_Q4_0 && dot == kt_vec_dot_q4_0_q8_0_avx512) return *bias = 8, kt_lanes_q4_0_avx512;
     if (type == KT_TYPE_Q8_0 && dot == kt_vec_dot_q8_0_q8_0_avx512) return *bias = 128, kt_lanes_q8_0_avx512;
     if (type == KT_TYPE_Q4_K && dot == kt_vec_dot_q4_K_q8_K_avx512) return *bias = 0, kt_lanes_q4_K_avx512;
+    if (type == KT_TYPE_Q6_K && dot == kt_vec_dot_q6_K_q8_K_avx512) return *bias = 0, kt_lanes_q6_K_avx512;
     return NULL;
 }

@@ -31,8 +31,6 @@ kt_gemm_fn kt_cpu_gemm(enum kt_type type, int64_t ncols);
 kt_gemm_fn kt_cpu_pick_gemm(enum kt_type type, kt_vec_dot_fn dot, bool *decode);
 
 /* gemm_avx512.c (AVX-512 F/BW/VL + VNNI; twins of vec_dot_avx512.c) */
-void kt_gemm_q6_K_q8_K_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
-                              int nc);
 void kt_gemm_f16_f16_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
                             int nc);
 
@@ -63,8 +61,10 @@ void kt_lanes_q4_0_avx512(int64_t K, const void *w, size_t ws, int nr, const voi
                           const struct kt_lanes_aux *const *aux, float *const *out, int nc);
 void kt_lanes_q8_0_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *y,
                           const struct kt_lanes_aux *const *aux, float *const *out, int nc);
-/* gemm_lanes_k_avx512.c: Q4_K x Q8_K (aux unused: NULL will do) */
+/* gemm_lanes_k_avx512.c: Q4_K and Q6_K x Q8_K (aux unused: NULL will do) */
 void kt_lanes_q4_K_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *y,
+                          const struct kt_lanes_aux *const *aux, float *const *out, int nc);
+void kt_lanes_q6_K_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *y,
                           const struct kt_lanes_aux *const *aux, float *const *out, int nc);
 
 #endif

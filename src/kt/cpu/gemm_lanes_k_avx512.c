@@ -1,13 +1,16 @@
 /*
- * gemm_lanes_k_avx512.c - rows-in-lanes mul_mat kernel for Q4_K weights (x
- * Q8_K activations), as mapped: 16 weight rows (one per float lane) x up to 2
- * columns per pass, for decode and prompts alike (gemm_lanes_avx512.c has the
- * legacy types and the shape). Arithmetic per element, the reference's
- * (kt_vec_dot_q4_K_q8_K): per super-block the exact int32 sums isum (scaled
- * sub-block dots) and msum (mins x activation sums), then
- * acc = acc + ((d*dy)*isum - (dmin*dy)*msum) in float. Also the AVX-512 dot
- * with the same arithmetic. Contracts: gemm.h.
+ * gemm_lanes_k_avx512.c - rows-in-lanes mul_mat kernels for Q4_K and Q6_K
+ * weights (x Q8_K activations), as mapped: 16 weight rows (one per float
+ * lane) x up to 2 columns per pass, for decode and prompts alike
+ * (gemm_lanes_avx512.c has the legacy types and the shape). Arithmetic per
+ * element, the reference's (kt_vec_dot_q4_K_q8_K, kt_vec_dot_q6_K_q8_K): per
+ * super-block exact int32 sums, then Q4_K acc + ((d*dy)*isum - (dmin*dy)*msum),
+ * Q6_K acc + (d*dy)*isum, in float. Also the AVX-512 dots with the same
+ * arithmetic. Contracts: gemm.h.
  */
+#include <stddef.h>
+#include <string.h>
+
 #include "gemm.h"
 #include "lanes_avx512.h"
 #include "quant.h"
@@ -150,6 +153,148 @@ void kt_vec_dot_q4_K_q8_K_avx512(int64_t n, float *restrict s, const void *restr
         }
         const int32_t isum = _mm512_reduce_add_epi32(sumi), msum = _mm512_reduce_add_epi32(_mm512_zextsi128_si512(mprod));
         sum += _cvtsh_ss(x[i].d) * y[i].d * (float)isum - _cvtsh_ss(x[i].dmin) * y[i].d * (float)msum;
+    }
+    *s = sum;
+}
+
+/* ------------------------------------------------------------------ Q6_K */
+
+/* Q6_K: isum = sum_j scale_j * dot(q_j - 32, y_j) over 16 sub-blocks of 16 elements,
+ * computed as sum_j scale_j * dot(u_j, y_j) - 32 * sum_j scale_j * bsum_j with the
+ * stored unsigned u = q + 32 (exact in int32); then acc + (d*dy)*isum. */
+
+/* Scale j of every lane (row) as int16 in all 8 of the lane's int16 slots (sign kept:
+ * the byte goes to the high half, then an arithmetic shift). */
+INLINE __m512i q6_K_scale16(__m512i sc, int j) {
+    return _mm512_srai_epi16(_mm512_shuffle_epi8(sc, _mm512_set1_epi16((short)((j << 8) | 0x80))), 8);
+}
+/* Scales 8k..8k+7 of every lane as int16 (k = 0, 1). */
+INLINE __m512i q6_K_scales8(__m512i sc, int k) {
+    const __m128i pat = _mm_setr_epi8(-128, (char)(8 * k), -128, (char)(8 * k + 1), -128, (char)(8 * k + 2), -128,
+                                      (char)(8 * k + 3), -128, (char)(8 * k + 4), -128, (char)(8 * k + 5), -128,
+                                      (char)(8 * k + 6), -128, (char)(8 * k + 7));
+    return _mm512_srai_epi16(_mm512_shuffle_epi8(sc, _mm512_broadcast_i32x4(pat)), 8);
+}
+
+INLINE void tile_q6_K(int64_t K, const uint8_t *w, size_t ws, int nr, const void *const *yp, float *const *out,
+                      const int C) {
+    const uint8_t *row[16];
+    lanes_rows(w, ws, nr, row);
+    const __m512i didx = lanes_gather_index(w, row);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    __m512 acc[KQ_COLS];
+    UNROLL
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < K / KT_QK_K; i++) {
+        const size_t boff = (size_t)i * sizeof(kt_block_q6_K);
+        __m512i isum[KQ_COLS][4];
+        UNROLL
+        for (int g = 0; g < 4; g++) {
+            const uint8_t *const *r4 = row + 4 * g;
+            const __m512i sc = load4x128(r4, boff + offsetof(kt_block_q6_K, scales));
+            /* start from -32 * sum_j scale_j * bsum_j */
+            const __m512i s0 = q6_K_scales8(sc, 0), s1 = q6_K_scales8(sc, 1);
+            UNROLL
+            for (int c = 0; c < C; c++) {
+                const kt_block_q8_K *y = (const kt_block_q8_K *)yp[c] + i;
+                const __m512i off =
+                    _mm512_add_epi32(_mm512_madd_epi16(s0, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y->bsums))),
+                                     _mm512_madd_epi16(s1, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y->bsums + 8)))));
+                isum[c][g] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(off, 5));
+            }
+            UNROLL
+            for (int h = 0; h < 2; h++) {
+                __m512i a[4], hb[2];
+                UNROLL
+                for (int k = 0; k < 4; k++) a[k] = load4x128(r4, boff + 64 * (size_t)h + 16 * (size_t)k);
+                UNROLL
+                for (int k = 0; k < 2; k++) hb[k] = load4x128(r4, boff + offsetof(kt_block_q6_K, qh) + 32 * (size_t)h + 16 * (size_t)k);
+                UNROLL
+                for (int sb = 0; sb < 8; sb++) { /* sub-block 8h + sb: low nibbles of a[sb%4] (sb < 4) or high */
+                    const __m512i lo = sb < 4 ? a[sb % 4] : _mm512_srli_epi16(a[sb % 4], 4);
+                    const __m512i hv = hb[sb % 2];
+                    const int sh = sb / 2; /* high bits 2*sh..2*sh+1 of qh go to bits 4, 5 */
+                    const __m512i hs = sh == 0 ? _mm512_slli_epi16(hv, 4)
+                                       : sh == 1 ? _mm512_slli_epi16(hv, 2)
+                                       : sh == 2 ? hv
+                                                 : _mm512_srli_epi16(hv, 2);
+                    const __m512i u = _mm512_ternarylogic_epi32(lo, m4, _mm512_and_si512(hs, m30), 0xea);
+                    const __m512i s16 = q6_K_scale16(sc, 8 * h + sb);
+                    UNROLL
+                    for (int c = 0; c < C; c++) {
+                        const kt_block_q8_K *y = (const kt_block_q8_K *)yp[c] + i;
+                        const __m512i yv = bcast128(y->qs + 128 * h + 16 * sb);
+                        isum[c][g] = _mm512_dpwssd_epi32(isum[c][g], _mm512_maddubs_epi16(u, yv), s16);
+                    }
+                }
+            }
+        }
+        /* d: the high half of the 32 bits ending the block */
+        const __m512i dd = _mm512_i32gather_epi32(didx, w + boff + sizeof(kt_block_q6_K) - 4, 1);
+        const __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+        UNROLL
+        for (int c = 0; c < C; c++) {
+            const kt_block_q8_K *y = (const kt_block_q8_K *)yp[c] + i;
+            const __m512 is = _mm512_cvtepi32_ps(reduce16(isum[c][0], isum[c][1], isum[c][2], isum[c][3]));
+            acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_mul_ps(dx, _mm512_set1_ps(y->d)), is));
+        }
+    }
+    const __mmask16 keep = (__mmask16)((1u << nr) - 1);
+    UNROLL
+    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(out[c], keep, _mm512_permutexvar_ps(lane_rows(), acc[c]));
+}
+
+void kt_lanes_q6_K_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *yp,
+                          const struct kt_lanes_aux *const *aux, float *const *out, int nc) {
+    (void)aux;
+    for (int c0 = 0; c0 < nc; c0 += KQ_COLS) {
+        if (nc - c0 >= 2)
+            tile_q6_K(K, w, ws, nr, yp + c0, out + c0, 2);
+        else
+            tile_q6_K(K, w, ws, nr, yp + c0, out + c0, 1);
+    }
+}
+
+/* One row at a time, the same arithmetic. */
+void kt_vec_dot_q6_K_q8_K_avx512(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const kt_block_q6_K *x = vx;
+    const kt_block_q8_K *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
+    /* int32 lane m of a 64-element register covers elements 4m..4m+3: sub-block m/4 */
+    const __m128i spread = _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / KT_QK_K; i++) {
+        const int8_t *sc = x[i].scales;
+        /* quants are stored +32: dot the unsigned values, subtract 32 * scale * bsum per sub-block */
+        const __m256i off = _mm256_slli_epi32(
+            _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc)),
+                              _mm256_loadu_si256((const __m256i *)y[i].bsums)), 5);
+        __m512i sumi = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(off));
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
+            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+            const __m256i q0 = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+            const __m512i qa = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1); /* elements 128h + 0..63 */
+            const __m512i qb = _mm512_inserti64x4(_mm512_castsi256_si512(q2), q3, 1); /* 128h + 64..127 */
+            const __m512i ya = _mm512_loadu_si512((const void *)(y[i].qs + 128 * h));
+            const __m512i yb = _mm512_loadu_si512((const void *)(y[i].qs + 128 * h + 64));
+            int32_t s4a, s4b;
+            memcpy(&s4a, sc + 8 * h, 4);
+            memcpy(&s4b, sc + 8 * h + 4, 4);
+            const __m512i sca = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(_mm_cvtsi32_si128(s4a), spread));
+            const __m512i scb = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(_mm_cvtsi32_si128(s4b), spread));
+            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), qa, ya), sca));
+            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), qb, yb), scb));
+        }
+        sum += _cvtsh_ss(x[i].d) * y[i].d * (float)_mm512_reduce_add_epi32(sumi);
     }
     *s = sum;
 }
