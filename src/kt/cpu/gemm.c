@@ -35,3 +35,9 @@ kt_lanes_fn kt_cpu_pick_lanes(enum kt_type type, kt_vec_dot_fn dot, int *bias) {
     if (type == KT_TYPE_Q6_K && dot == kt_vec_dot_q6_K_q8_K_avx512) return *bias = 0, kt_lanes_q6_K_avx512;
     return NULL;
 }
+
+kt_lanes_pack_fn kt_cpu_pick_lanes_pack(kt_lanes_fn lanes) {
+    if (lanes == kt_lanes_q4_0_avx512) return kt_lanes_pack_q4_0;
+    if (lanes == kt_lanes_q8_0_avx512) return kt_lanes_pack_q8_0;
+    return NULL;
+}

@@ -9,6 +9,7 @@
  * after the product. Contracts: gemm.h.
  */
 #include <immintrin.h>
+#include <string.h>
 
 #include "gemm.h"
 #include "lanes_avx512.h"
@@ -102,6 +103,103 @@ void kt_lanes_q4_0_avx512(int64_t K, const void *w, size_t ws, int nr, const voi
 void kt_lanes_q8_0_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *yp,
                           const struct kt_lanes_aux *const *aux, float *const *out, int nc) {
     DISPATCH_LANES(tile_q8_0)
+}
+
+/* ------------------------------------------------------------------ packed (prompts) */
+
+/* For many columns a thread first transposes a 16-row block into its scratch, per
+ * block: 8 x 64 bytes (group k: bytes 4k..4k+3 of each row as u = x + bias, row r in
+ * int32 lane r), then the 16 rows' scales as floats. A column then costs 8 vpdpbusd
+ * against broadcast activation words per block, with no reduction; the arithmetic per
+ * element is the unpacked kernels' (and the reference's). */
+#define PACK_BLOCK (9 * 64)
+
+size_t kt_lanes_pack_size(int64_t K) { return (size_t)(K / 32) * PACK_BLOCK + 64; }
+
+static uint8_t *align64(void *p) { return (uint8_t *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
+
+/* Row offsets of the 16 rows (rows past nr repeat the last: their lanes are never stored). */
+static __m512i row_offsets(size_t ws, int nr) {
+    int32_t idx[16];
+    for (int r = 0; r < 16; r++) idx[r] = (int32_t)((size_t)(r < nr ? r : nr - 1) * ws);
+    return _mm512_loadu_si512(idx);
+}
+
+void kt_lanes_pack_q4_0(int64_t K, const void *w, size_t ws, int nr, void *scratch) {
+    const __m512i idx = row_offsets(ws, nr), m4 = _mm512_set1_epi8(0x0f);
+    uint8_t *sp = align64(scratch);
+    for (int64_t b = 0; b < K / 32; b++, sp += PACK_BLOCK) {
+        const uint8_t *blk = (const uint8_t *)w + (size_t)b * sizeof(kt_block_q4_0);
+        UNROLL
+        for (int k = 0; k < 4; k++) { /* quant bytes 4k..4k+3: elements 4k.. (low nibbles), 16+4k.. (high) */
+            const __m512i v = _mm512_i32gather_epi32(idx, blk + 2 + 4 * k, 1);
+            _mm512_store_si512(sp + 64 * k, _mm512_and_si512(v, m4));
+            _mm512_store_si512(sp + 64 * (k + 4), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+        }
+        _mm512_store_ps(sp + 512, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(idx, blk, 1))));
+    }
+}
+
+void kt_lanes_pack_q8_0(int64_t K, const void *w, size_t ws, int nr, void *scratch) {
+    const __m512i idx = row_offsets(ws, nr), flip = _mm512_set1_epi8((char)0x80);
+    uint8_t *sp = align64(scratch);
+    for (int64_t b = 0; b < K / 32; b++, sp += PACK_BLOCK) {
+        const uint8_t *blk = (const uint8_t *)w + (size_t)b * sizeof(kt_block_q8_0);
+        UNROLL
+        for (int k = 0; k < 8; k++)
+            _mm512_store_si512(sp + 64 * k, _mm512_xor_si512(_mm512_i32gather_epi32(idx, blk + 2 + 4 * k, 1), flip));
+        _mm512_store_ps(sp + 512, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(idx, blk, 1))));
+    }
+}
+
+INLINE void packed_tile(int64_t K, const uint8_t *sp, const void *const *yp, const struct kt_lanes_aux *const *aux,
+                        float *const *out, __mmask16 keep, const int C) {
+    __m512 acc[KT_LANES_COLS];
+    UNROLL
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < K / 32; b++, sp += PACK_BLOCK) {
+        __m512i u[8];
+        UNROLL
+        for (int k = 0; k < 8; k++) u[k] = _mm512_load_si512(sp + 64 * k);
+        const __m512 dx = _mm512_load_ps(sp + 512);
+        UNROLL
+        for (int c = 0; c < C; c++) {
+            const kt_block_q8_0 *y = (const kt_block_q8_0 *)yp[c] + b;
+            __m512i p = _mm512_set1_epi32(aux[c][b].off);
+            UNROLL
+            for (int k = 0; k < 8; k++) { /* one 4-byte load each: folds into the broadcast operand */
+                int32_t q;
+                memcpy(&q, y->qs + 4 * k, sizeof q);
+                p = _mm512_dpbusd_epi32(p, u[k], _mm512_set1_epi32(q));
+            }
+            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(aux[c][b].d));
+            acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_cvtepi32_ps(p), d));
+        }
+    }
+    UNROLL
+    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(out[c], keep, acc[c]);
+}
+
+void kt_lanes_packed_run(int64_t K, const void *scratch, int nr, const void *const *yp,
+                         const struct kt_lanes_aux *const *aux, float *const *out, int nc) {
+    const uint8_t *sp = align64((void *)(uintptr_t)scratch);
+    const __mmask16 keep = (__mmask16)((1u << nr) - 1);
+    for (int c0 = 0; c0 < nc; c0 += KT_LANES_COLS) {
+        const int cc = nc - c0 < KT_LANES_COLS ? nc - c0 : KT_LANES_COLS;
+        const void *const *y = yp + c0;
+        const struct kt_lanes_aux *const *a = aux + c0;
+        float *const *o = out + c0;
+        switch (cc) {
+        case 1: packed_tile(K, sp, y, a, o, keep, 1); break;
+        case 2: packed_tile(K, sp, y, a, o, keep, 2); break;
+        case 3: packed_tile(K, sp, y, a, o, keep, 3); break;
+        case 4: packed_tile(K, sp, y, a, o, keep, 4); break;
+        case 5: packed_tile(K, sp, y, a, o, keep, 5); break;
+        case 6: packed_tile(K, sp, y, a, o, keep, 6); break;
+        case 7: packed_tile(K, sp, y, a, o, keep, 7); break;
+        default: packed_tile(K, sp, y, a, o, keep, 8); break;
+        }
+    }
 }
 
 /* ------------------------------------------------------------------ single dots */

@@ -15,6 +15,8 @@
 #include <string.h>
 
 #define TILE_ROWS 16 /* weight rows reused across a tile's columns */
+#define PACK_COLS 64 /* most columns per packed tile (rows in lanes) */
+#define PACK_MIN 8   /* fewest columns of one weight matrix worth a packed 16-row block */
 
 static size_t act_row_size(const struct kt_tensor *dst) {
     const struct kt_tensor *a = dst->src[0];
@@ -36,11 +38,21 @@ static size_t lanes_aux_size(const struct kt_tensor *a) {
     return ((size_t)(a->ne[0] / 32) * sizeof(struct kt_lanes_aux) + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1);
 }
 
+/* One thread's scratch for packed 16-row blocks (rows in lanes, prompts). */
+static size_t pack_scratch_size(const struct kt_tensor *a) {
+    return (kt_lanes_pack_size(a->ne[0]) + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1);
+}
+
+/* Work buffer: activation rows (and their aux) per column, then, where a pack kernel
+ * serves the node's many columns, one scratch per thread. */
 size_t kt_cpu_mul_mat_work_size(const struct kt_tensor *dst, int n_threads) {
-    (void)n_threads;
     const struct kt_tensor *a = dst->src[0], *b = dst->src[1];
     int bias;
-    return (act_row_size(dst) + (lanes_for(a, &bias) ? lanes_aux_size(a) : 0)) * (size_t)kt_nrows(b);
+    const bool lanes = lanes_for(a, &bias) != NULL;
+    size_t size = (act_row_size(dst) + (lanes ? lanes_aux_size(a) : 0)) * (size_t)kt_nrows(b);
+    if (lanes && kt_cpu_lanes_pack(a->type) && kt_nrows(b) >= PACK_MIN)
+        size += pack_scratch_size(a) * (size_t)(n_threads > 0 ? n_threads : 1);
+    return size;
 }
 
 bool kt_cpu_mul_mat_supports(const struct kt_tensor *dst) {
@@ -78,22 +90,26 @@ static void gemm_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t 
     }
 }
 
-/* Rows in lanes: rows [ir0, ir1) in groups of 16 x columns [ic0, ic1) in groups of at
- * most KT_LANES_COLS that share one weight matrix. */
+/* Rows in lanes: rows [ir0, ir1) in groups of 16 x columns [ic0, ic1) in groups that
+ * share one weight matrix: with a pack kernel and scratch, and at least PACK_MIN
+ * columns, the 16-row block is transposed once into the thread's scratch for the
+ * group; else the lanes kernel reads the weights as mapped. Same results either way. */
 static void lanes_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t N, int64_t B2, int64_t r2,
                        int64_t r3, const uint8_t *wdata, size_t brow, const uint8_t *auxd, kt_lanes_fn lanes,
-                       int64_t ir0, int64_t ir1, int64_t ic0, int64_t ic1) {
+                       kt_lanes_pack_fn pack, void *scratch, int64_t ir0, int64_t ir1, int64_t ic0, int64_t ic1) {
     const int64_t K = a->ne[0];
     const size_t auxs = lanes_aux_size(a);
+    const int group = pack && scratch ? PACK_COLS : KT_LANES_COLS;
     for (int64_t rr = ir0; rr < ir1; rr += KT_LANES_ROWS) {
         const int nr = (int)(ir1 - rr < KT_LANES_ROWS ? ir1 - rr : KT_LANES_ROWS);
+        const uint8_t *packed = NULL;
         for (int64_t c = ic0; c < ic1;) {
-            const void *y[KT_LANES_COLS];
-            const struct kt_lanes_aux *ax[KT_LANES_COLS];
-            float *out[KT_LANES_COLS];
+            const void *y[PACK_COLS];
+            const struct kt_lanes_aux *ax[PACK_COLS];
+            float *out[PACK_COLS];
             const uint8_t *w = NULL;
             int nc = 0;
-            for (; c < ic1 && nc < KT_LANES_COLS; c++, nc++) {
+            for (; c < ic1 && nc < group; c++, nc++) {
                 const int64_t i1 = c % N, i2 = (c / N) % B2, i3 = c / (N * B2);
                 const uint8_t *wc = (const uint8_t *)a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
                 if (nc > 0 && wc != w) break;
@@ -102,7 +118,14 @@ static void lanes_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t
                 ax[nc] = auxs ? (const struct kt_lanes_aux *)(auxd + (size_t)c * auxs) : NULL;
                 out[nc] = (float *)((uint8_t *)dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]) + rr;
             }
-            lanes(K, w + rr * a->nb[1], a->nb[1], nr, y, ax, out, nc);
+            if (group == PACK_COLS && nc >= PACK_MIN) {
+                if (w != packed) pack(K, w + rr * a->nb[1], a->nb[1], nr, scratch), packed = w;
+                kt_lanes_packed_run(K, scratch, nr, y, ax, out, nc);
+            } else {
+                for (int c0 = 0; c0 < nc; c0 += KT_LANES_COLS)
+                    lanes(K, w + rr * a->nb[1], a->nb[1], nr, y + c0, ax + c0, out + c0,
+                          nc - c0 < KT_LANES_COLS ? nc - c0 : KT_LANES_COLS);
+            }
         }
     }
 }
@@ -159,15 +182,22 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
      * walked by groups of KT_GEMM_ROWS weight rows (kept in L1) against groups of
      * KT_GEMM_COLS columns of the same weight matrix; the tile's activations stay in L2. */
     const kt_gemm_fn gemm = lanes ? NULL : kt_cpu_gemm(a->type, ncols);
+    /* packed 16-row blocks: the thread's scratch after the activations, if the plan made room */
+    const kt_lanes_pack_fn pack = lanes && ncols >= PACK_MIN ? kt_cpu_lanes_pack(a->type) : NULL;
+    const size_t scratch_off = brow * (size_t)ncols + lanes_aux_size(a) * (size_t)ncols;
+    /* (the same answer on every thread: the tiles below are shared) */
+    void *scratch = pack && scratch_off + pack_scratch_size(a) * (size_t)p->nth <= p->wsize
+                        ? wdata + scratch_off + pack_scratch_size(a) * (size_t)p->ith
+                        : NULL;
     const int64_t tile_r = ncols == 1 || gemm || lanes ? 64 : 32;
-    const int64_t tile_c = ncols == 1 ? 1 : gemm || lanes ? 32 : 8;
+    const int64_t tile_c = ncols == 1 ? 1 : scratch ? PACK_COLS : gemm || lanes ? 32 : 8;
     const int64_t nt0 = (M + tile_r - 1) / tile_r, nt1 = (ncols + tile_c - 1) / tile_c;
     const int64_t ntiles = nt0 * nt1;
     for (int64_t t = p->ith; t < ntiles; t = kt_cpu_chunk_next(p)) {
         const int64_t ir0 = (t % nt0) * tile_r, ir1 = ir0 + tile_r < M ? ir0 + tile_r : M;
         const int64_t ic0 = (t / nt0) * tile_c, ic1 = ic0 + tile_c < ncols ? ic0 + tile_c : ncols;
         if (lanes) {
-            lanes_tile(a, dst, N, B2, r2, r3, wdata, brow, auxd, lanes, ir0, ir1, ic0, ic1);
+            lanes_tile(a, dst, N, B2, r2, r3, wdata, brow, auxd, lanes, pack, scratch, ir0, ir1, ic0, ic1);
             continue;
         }
         if (gemm) {
