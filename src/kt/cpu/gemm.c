@@ -36,8 +36,9 @@ kt_lanes_fn kt_cpu_pick_lanes(enum kt_type type, kt_vec_dot_fn dot, int *bias) {
     return NULL;
 }
 
-kt_lanes_pack_fn kt_cpu_pick_lanes_pack(kt_lanes_fn lanes) {
-    if (lanes == kt_lanes_q4_0_avx512) return kt_lanes_pack_q4_0;
-    if (lanes == kt_lanes_q8_0_avx512) return kt_lanes_pack_q8_0;
+const struct kt_lanes_packer *kt_cpu_pick_lanes_packer(kt_lanes_fn lanes) {
+    if (lanes == kt_lanes_q4_0_avx512) return &kt_lanes_packer_q4_0;
+    if (lanes == kt_lanes_q8_0_avx512) return &kt_lanes_packer_q8_0;
+    if (lanes == kt_lanes_q4_K_avx512) return &kt_lanes_packer_q4_K;
     return NULL;
 }

@@ -61,17 +61,18 @@ void kt_lanes_q4_0_avx512(int64_t K, const void *w, size_t ws, int nr, const voi
                           const struct kt_lanes_aux *const *aux, float *const *out, int nc);
 void kt_lanes_q8_0_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *y,
                           const struct kt_lanes_aux *const *aux, float *const *out, int nc);
-/* Prompts (Q4_0, Q8_0): a thread transposes up to 16 rows into its scratch
- * (kt_lanes_pack_size(K) bytes, any alignment), then runs any number of columns
- * against them; the same results as the lanes kernel. */
-typedef void (*kt_lanes_pack_fn)(int64_t K, const void *w, size_t ws, int nr, void *scratch);
-kt_lanes_pack_fn kt_cpu_lanes_pack(enum kt_type type); /* from the kernel table, or NULL */
-kt_lanes_pack_fn kt_cpu_pick_lanes_pack(kt_lanes_fn lanes);
-size_t kt_lanes_pack_size(int64_t K);
-void kt_lanes_pack_q4_0(int64_t K, const void *w, size_t ws, int nr, void *scratch);
-void kt_lanes_pack_q8_0(int64_t K, const void *w, size_t ws, int nr, void *scratch);
-void kt_lanes_packed_run(int64_t K, const void *scratch, int nr, const void *const *y,
-                         const struct kt_lanes_aux *const *aux, float *const *out, int nc);
+/* Prompts: a thread transposes up to 16 rows into its scratch (size(K) bytes, any
+ * alignment) once, then runs any number of columns against them; the same results
+ * as the lanes kernel of the type. */
+struct kt_lanes_packer {
+    size_t (*size)(int64_t K);
+    void (*pack)(int64_t K, const void *w, size_t ws, int nr, void *scratch);
+    void (*run)(int64_t K, const void *scratch, int nr, const void *const *y, const struct kt_lanes_aux *const *aux,
+                float *const *out, int nc);
+};
+const struct kt_lanes_packer *kt_cpu_lanes_packer(enum kt_type type); /* from the kernel table, or NULL */
+const struct kt_lanes_packer *kt_cpu_pick_lanes_packer(kt_lanes_fn lanes);
+extern const struct kt_lanes_packer kt_lanes_packer_q4_0, kt_lanes_packer_q8_0, kt_lanes_packer_q4_K;
 /* gemm_lanes_k_avx512.c: Q4_K and Q6_K x Q8_K (aux unused: NULL will do) */
 void kt_lanes_q4_K_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *y,
                           const struct kt_lanes_aux *const *aux, float *const *out, int nc);

@@ -114,9 +114,7 @@ void kt_lanes_q8_0_avx512(int64_t K, const void *w, size_t ws, int nr, const voi
  * element is the unpacked kernels' (and the reference's). */
 #define PACK_BLOCK (9 * 64)
 
-size_t kt_lanes_pack_size(int64_t K) { return (size_t)(K / 32) * PACK_BLOCK + 64; }
-
-static uint8_t *align64(void *p) { return (uint8_t *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
+static size_t pack_size(int64_t K) { return (size_t)(K / 32) * PACK_BLOCK + 64; }
 
 /* Row offsets of the 16 rows (rows past nr repeat the last: their lanes are never stored). */
 static __m512i row_offsets(size_t ws, int nr) {
@@ -125,7 +123,7 @@ static __m512i row_offsets(size_t ws, int nr) {
     return _mm512_loadu_si512(idx);
 }
 
-void kt_lanes_pack_q4_0(int64_t K, const void *w, size_t ws, int nr, void *scratch) {
+static void pack_q4_0(int64_t K, const void *w, size_t ws, int nr, void *scratch) {
     const __m512i idx = row_offsets(ws, nr), m4 = _mm512_set1_epi8(0x0f);
     uint8_t *sp = align64(scratch);
     for (int64_t b = 0; b < K / 32; b++, sp += PACK_BLOCK) {
@@ -140,7 +138,7 @@ void kt_lanes_pack_q4_0(int64_t K, const void *w, size_t ws, int nr, void *scrat
     }
 }
 
-void kt_lanes_pack_q8_0(int64_t K, const void *w, size_t ws, int nr, void *scratch) {
+static void pack_q8_0(int64_t K, const void *w, size_t ws, int nr, void *scratch) {
     const __m512i idx = row_offsets(ws, nr), flip = _mm512_set1_epi8((char)0x80);
     uint8_t *sp = align64(scratch);
     for (int64_t b = 0; b < K / 32; b++, sp += PACK_BLOCK) {
@@ -180,9 +178,9 @@ INLINE void packed_tile(int64_t K, const uint8_t *sp, const void *const *yp, con
     for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(out[c], keep, acc[c]);
 }
 
-void kt_lanes_packed_run(int64_t K, const void *scratch, int nr, const void *const *yp,
-                         const struct kt_lanes_aux *const *aux, float *const *out, int nc) {
-    const uint8_t *sp = align64((void *)(uintptr_t)scratch);
+static void packed_run(int64_t K, const void *scratch, int nr, const void *const *yp,
+                       const struct kt_lanes_aux *const *aux, float *const *out, int nc) {
+    const uint8_t *sp = align64(scratch);
     const __mmask16 keep = (__mmask16)((1u << nr) - 1);
     for (int c0 = 0; c0 < nc; c0 += KT_LANES_COLS) {
         const int cc = nc - c0 < KT_LANES_COLS ? nc - c0 : KT_LANES_COLS;
@@ -201,6 +199,9 @@ void kt_lanes_packed_run(int64_t K, const void *scratch, int nr, const void *con
         }
     }
 }
+
+const struct kt_lanes_packer kt_lanes_packer_q4_0 = {pack_size, pack_q4_0, packed_run};
+const struct kt_lanes_packer kt_lanes_packer_q8_0 = {pack_size, pack_q8_0, packed_run};
 
 /* ------------------------------------------------------------------ single dots */
 

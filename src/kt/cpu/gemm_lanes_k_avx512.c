@@ -123,6 +123,124 @@ void kt_lanes_q4_K_avx512(int64_t K, const void *w, size_t ws, int nr, const voi
     }
 }
 
+/* Prompts: 16 rows of a Q4_K super-block transposed into the scratch, row r in int32
+ * lane r: per sub-block j, 8 x 64 bytes of quants (group k: elements 32j+4k..+3),
+ * then the 8 scales as int32, the 8 mins as int16 pairs (2i, 2i+1), d and dmin as
+ * floats. A column then costs 8 vpdpbusd and one vpmulld per sub-block. */
+#define K4_U 0
+#define K4_SC (64 * 64)
+#define K4_MN (K4_SC + 8 * 64)
+#define K4_D (K4_MN + 4 * 64)
+#define K4_BLOCK (K4_D + 2 * 64)
+
+static size_t pack_size_q4_K(int64_t K) { return (size_t)(K / KT_QK_K) * K4_BLOCK + 64; }
+
+static void pack_q4_K(int64_t K, const void *w, size_t ws, int nr, void *scratch) {
+    const uint8_t *row[16];
+    lanes_rows(w, ws, nr, row);
+    int32_t off[16];
+    for (int r = 0; r < 16; r++) off[r] = (int32_t)(row[r] - (const uint8_t *)w);
+    const __m512i idx = _mm512_loadu_si512(off), m4 = _mm512_set1_epi8(0x0f);
+    uint8_t *sp = align64(scratch);
+    for (int64_t i = 0; i < K / KT_QK_K; i++, sp += K4_BLOCK) {
+        const size_t boff = (size_t)i * sizeof(kt_block_q4_K);
+        const uint8_t *blk = (const uint8_t *)w + boff;
+        UNROLL
+        for (int c = 0; c < 4; c++)
+            UNROLL
+            for (int k = 0; k < 8; k++) {
+                const __m512i v = _mm512_i32gather_epi32(idx, blk + offsetof(kt_block_q4_K, qs) + 32 * c + 4 * k, 1);
+                _mm512_store_si512(sp + K4_U + 64 * (8 * (2 * c) + k), _mm512_and_si512(v, m4));
+                _mm512_store_si512(sp + K4_U + 64 * (8 * (2 * c + 1) + k), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+            }
+        int32_t *sc = (int32_t *)(sp + K4_SC);
+        int16_t *mn = (int16_t *)(sp + K4_MN);
+        for (int r = 0; r < 16; r++) {
+            uint8_t s8[8], m8[8];
+            kt_k4_unpack(row[r] + boff + offsetof(kt_block_q4_K, scales), s8, m8);
+            for (int j = 0; j < 8; j++) sc[16 * j + r] = s8[j];
+            for (int j = 0; j < 8; j++) mn[32 * (j / 2) + 2 * r + (j % 2)] = m8[j];
+        }
+        const __m512i dd = _mm512_i32gather_epi32(idx, blk, 1);
+        _mm512_store_ps(sp + K4_D, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
+        _mm512_store_ps(sp + K4_D + 64, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+    }
+}
+
+#define K4P_COLS 4
+
+INLINE int32_t load_i32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+INLINE void packed_tile_q4_K(int64_t K, const uint8_t *sp, const void *const *yp, float *const *out, __mmask16 keep,
+                             const int C) {
+    __m512 acc[K4P_COLS];
+    UNROLL
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < K / KT_QK_K; i++, sp += K4_BLOCK) {
+        const kt_block_q8_K *y[K4P_COLS];
+        __m512i isum[K4P_COLS], msum[K4P_COLS];
+        UNROLL
+        for (int c = 0; c < C; c++) {
+            y[c] = (const kt_block_q8_K *)yp[c] + i;
+            isum[c] = _mm512_setzero_si512();
+            /* msum: mins (int16 pairs) x activation pair sums, two sub-blocks per vpdpwssd */
+            const __m256i bs = _mm256_loadu_si256((const __m256i *)y[c]->bsums);
+            const __m128i pr = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+            __m512i m = _mm512_setzero_si512();
+            m = _mm512_dpwssd_epi32(m, _mm512_load_si512(sp + K4_MN), _mm512_set1_epi32(_mm_extract_epi32(pr, 0)));
+            m = _mm512_dpwssd_epi32(m, _mm512_load_si512(sp + K4_MN + 64), _mm512_set1_epi32(_mm_extract_epi32(pr, 1)));
+            m = _mm512_dpwssd_epi32(m, _mm512_load_si512(sp + K4_MN + 128), _mm512_set1_epi32(_mm_extract_epi32(pr, 2)));
+            msum[c] = _mm512_dpwssd_epi32(m, _mm512_load_si512(sp + K4_MN + 192), _mm512_set1_epi32(_mm_extract_epi32(pr, 3)));
+        }
+        for (int j = 0; j < 8; j++) {
+            __m512i p[K4P_COLS];
+            UNROLL
+            for (int c = 0; c < C; c++) p[c] = _mm512_setzero_si512();
+            UNROLL
+            for (int k = 0; k < 8; k++) {
+                const __m512i u = _mm512_load_si512(sp + K4_U + 64 * (8 * j + k));
+                UNROLL
+                for (int c = 0; c < C; c++)
+                    p[c] = _mm512_dpbusd_epi32(p[c], u, _mm512_set1_epi32(load_i32(y[c]->qs + 32 * j + 4 * k)));
+            }
+            const __m512i sc = _mm512_load_si512(sp + K4_SC + 64 * j);
+            UNROLL
+            for (int c = 0; c < C; c++) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(p[c], sc));
+        }
+        const __m512 dx = _mm512_load_ps(sp + K4_D), dm = _mm512_load_ps(sp + K4_D + 64);
+        UNROLL
+        for (int c = 0; c < C; c++) {
+            const __m512 dy = _mm512_set1_ps(y[c]->d);
+            const __m512 a = _mm512_mul_ps(_mm512_mul_ps(dx, dy), _mm512_cvtepi32_ps(isum[c]));
+            const __m512 b = _mm512_mul_ps(_mm512_mul_ps(dm, dy), _mm512_cvtepi32_ps(msum[c]));
+            acc[c] = _mm512_add_ps(acc[c], _mm512_sub_ps(a, b));
+        }
+    }
+    UNROLL
+    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(out[c], keep, acc[c]);
+}
+
+static void packed_run_q4_K(int64_t K, const void *scratch, int nr, const void *const *yp,
+                            const struct kt_lanes_aux *const *aux, float *const *out, int nc) {
+    (void)aux;
+    const uint8_t *sp = align64(scratch);
+    const __mmask16 keep = (__mmask16)((1u << nr) - 1);
+    for (int c0 = 0; c0 < nc; c0 += K4P_COLS) {
+        switch (nc - c0 < K4P_COLS ? nc - c0 : K4P_COLS) {
+        case 1: packed_tile_q4_K(K, sp, yp + c0, out + c0, keep, 1); break;
+        case 2: packed_tile_q4_K(K, sp, yp + c0, out + c0, keep, 2); break;
+        case 3: packed_tile_q4_K(K, sp, yp + c0, out + c0, keep, 3); break;
+        default: packed_tile_q4_K(K, sp, yp + c0, out + c0, keep, 4); break;
+        }
+    }
+}
+
+const struct kt_lanes_packer kt_lanes_packer_q4_K = {pack_size_q4_K, pack_q4_K, packed_run_q4_K};
+
 /* One row at a time, the same arithmetic: the super-block's integer sums reduced at
  * once, then the scalar float terms in the reference's order. */
 void kt_vec_dot_q4_K_q8_K_avx512(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {

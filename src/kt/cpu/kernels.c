@@ -17,7 +17,7 @@ struct table {
     bool gemm_decode[KT_TYPE_COUNT];
     kt_lanes_fn lanes[KT_TYPE_COUNT];
     int lanes_bias[KT_TYPE_COUNT];
-    kt_lanes_pack_fn lanes_pack[KT_TYPE_COUNT];
+    const struct kt_lanes_packer *packer[KT_TYPE_COUNT];
 };
 
 static struct table table;
@@ -37,7 +37,7 @@ static void build(void) {
         if (gemm_off || !t.k.vec_dot[i]) continue;
         t.gemm[i] = kt_cpu_pick_gemm(type, t.k.vec_dot[i], &t.gemm_decode[i]);
         t.lanes[i] = kt_cpu_pick_lanes(type, t.k.vec_dot[i], &t.lanes_bias[i]);
-        t.lanes_pack[i] = t.lanes[i] ? kt_cpu_pick_lanes_pack(t.lanes[i]) : NULL;
+        t.packer[i] = t.lanes[i] ? kt_cpu_pick_lanes_packer(t.lanes[i]) : NULL;
     }
     table = t;
 }
@@ -63,7 +63,7 @@ kt_lanes_fn kt_cpu_lanes(enum kt_type type, int *bias) {
     return table.lanes[type];
 }
 
-kt_lanes_pack_fn kt_cpu_lanes_pack(enum kt_type type) {
+const struct kt_lanes_packer *kt_cpu_lanes_packer(enum kt_type type) {
     pthread_once(&table_once, build);
-    return table.lanes_pack[type];
+    return table.packer[type];
 }

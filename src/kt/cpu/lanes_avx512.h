@@ -55,4 +55,7 @@ INLINE __m512i lanes_gather_index(const uint8_t *w, const uint8_t *const row[16]
     return _mm512_loadu_si512(idx);
 }
 
+/* Scratch for packed blocks, 64-byte aligned inside whatever the caller passed. */
+INLINE uint8_t *align64(const void *p) { return (uint8_t *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
+
 #endif

@@ -40,7 +40,8 @@ static size_t lanes_aux_size(const struct kt_tensor *a) {
 
 /* One thread's scratch for packed 16-row blocks (rows in lanes, prompts). */
 static size_t pack_scratch_size(const struct kt_tensor *a) {
-    return (kt_lanes_pack_size(a->ne[0]) + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1);
+    const struct kt_lanes_packer *pk = kt_cpu_lanes_packer(a->type);
+    return pk ? (pk->size(a->ne[0]) + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1) : 0;
 }
 
 /* Work buffer: activation rows (and their aux) per column, then, where a pack kernel
@@ -50,7 +51,7 @@ size_t kt_cpu_mul_mat_work_size(const struct kt_tensor *dst, int n_threads) {
     int bias;
     const bool lanes = lanes_for(a, &bias) != NULL;
     size_t size = (act_row_size(dst) + (lanes ? lanes_aux_size(a) : 0)) * (size_t)kt_nrows(b);
-    if (lanes && kt_cpu_lanes_pack(a->type) && kt_nrows(b) >= PACK_MIN)
+    if (lanes && kt_cpu_lanes_packer(a->type) && kt_nrows(b) >= PACK_MIN)
         size += pack_scratch_size(a) * (size_t)(n_threads > 0 ? n_threads : 1);
     return size;
 }
@@ -96,7 +97,7 @@ static void gemm_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t 
  * group; else the lanes kernel reads the weights as mapped. Same results either way. */
 static void lanes_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t N, int64_t B2, int64_t r2,
                        int64_t r3, const uint8_t *wdata, size_t brow, const uint8_t *auxd, kt_lanes_fn lanes,
-                       kt_lanes_pack_fn pack, void *scratch, int64_t ir0, int64_t ir1, int64_t ic0, int64_t ic1) {
+                       const struct kt_lanes_packer *pack, void *scratch, int64_t ir0, int64_t ir1, int64_t ic0, int64_t ic1) {
     const int64_t K = a->ne[0];
     const size_t auxs = lanes_aux_size(a);
     const int group = pack && scratch ? PACK_COLS : KT_LANES_COLS;
@@ -119,8 +120,8 @@ static void lanes_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t
                 out[nc] = (float *)((uint8_t *)dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]) + rr;
             }
             if (group == PACK_COLS && nc >= PACK_MIN) {
-                if (w != packed) pack(K, w + rr * a->nb[1], a->nb[1], nr, scratch), packed = w;
-                kt_lanes_packed_run(K, scratch, nr, y, ax, out, nc);
+                if (w != packed) pack->pack(K, w + rr * a->nb[1], a->nb[1], nr, scratch), packed = w;
+                pack->run(K, scratch, nr, y, ax, out, nc);
             } else {
                 for (int c0 = 0; c0 < nc; c0 += KT_LANES_COLS)
                     lanes(K, w + rr * a->nb[1], a->nb[1], nr, y + c0, ax + c0, out + c0,
@@ -183,7 +184,7 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
      * KT_GEMM_COLS columns of the same weight matrix; the tile's activations stay in L2. */
     const kt_gemm_fn gemm = lanes ? NULL : kt_cpu_gemm(a->type, ncols);
     /* packed 16-row blocks: the thread's scratch after the activations, if the plan made room */
-    const kt_lanes_pack_fn pack = lanes && ncols >= PACK_MIN ? kt_cpu_lanes_pack(a->type) : NULL;
+    const struct kt_lanes_packer *pack = lanes && ncols >= PACK_MIN ? kt_cpu_lanes_packer(a->type) : NULL;
     const size_t scratch_off = brow * (size_t)ncols + lanes_aux_size(a) * (size_t)ncols;
     /* (the same answer on every thread: the tiles below are shared) */
     void *scratch = pack && scratch_off + pack_scratch_size(a) * (size_t)p->nth <= p->wsize
