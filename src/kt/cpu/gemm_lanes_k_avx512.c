@@ -112,16 +112,21 @@ INLINE void tile_q4_K(int64_t K, const uint8_t *w, size_t ws, int nr, const void
     for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(out[c], keep, _mm512_permutexvar_ps(lane_rows(), acc[c]));
 }
 
-void kt_lanes_q4_K_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *yp,
-                          const struct kt_lanes_aux *const *aux, float *const *out, int nc) {
-    (void)aux;
-    for (int c0 = 0; c0 < nc; c0 += KQ_COLS) {
-        if (nc - c0 >= 2)
-            tile_q4_K(K, w, ws, nr, yp + c0, out + c0, 2);
-        else
-            tile_q4_K(K, w, ws, nr, yp + c0, out + c0, 1);
+/* The entry point of a tile: columns two at a time (one instance per count). */
+#define LANES_K_ENTRY(NAME, TILE)                                                                                   \
+    void NAME(int64_t K, const void *w, size_t ws, int nr, const void *const *yp,                                  \
+              const struct kt_lanes_aux *const *aux, float *const *out, int nc) {                                  \
+        (void)aux;                                                                                                  \
+        for (int c0 = 0; c0 < nc; c0 += KQ_COLS) {                                                                  \
+            if (nc - c0 >= 2)                                                                                       \
+                TILE(K, w, ws, nr, yp + c0, out + c0, 2);                                                           \
+            else                                                                                                    \
+                TILE(K, w, ws, nr, yp + c0, out + c0, 1);                                                           \
+        }                                                                                                           \
     }
-}
+_Static_assert(KQ_COLS == 2, "LANES_K_ENTRY lists every column count");
+
+LANES_K_ENTRY(kt_lanes_q4_K_avx512, tile_q4_K)
 
 /* Prompts: 16 rows of a Q4_K super-block transposed into the scratch, row r in int32
  * lane r: per sub-block j, 8 x 64 bytes of quants (group k: elements 32j+4k..+3),
@@ -362,16 +367,7 @@ INLINE void tile_q6_K(int64_t K, const uint8_t *w, size_t ws, int nr, const void
     for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(out[c], keep, _mm512_permutexvar_ps(lane_rows(), acc[c]));
 }
 
-void kt_lanes_q6_K_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *yp,
-                          const struct kt_lanes_aux *const *aux, float *const *out, int nc) {
-    (void)aux;
-    for (int c0 = 0; c0 < nc; c0 += KQ_COLS) {
-        if (nc - c0 >= 2)
-            tile_q6_K(K, w, ws, nr, yp + c0, out + c0, 2);
-        else
-            tile_q6_K(K, w, ws, nr, yp + c0, out + c0, 1);
-    }
-}
+LANES_K_ENTRY(kt_lanes_q6_K_avx512, tile_q6_K)
 
 /* One row at a time, the same arithmetic. */
 void kt_vec_dot_q6_K_q8_K_avx512(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {

@@ -3,11 +3,13 @@
  * converted (all threads, by rows) into the weight type's dot partner (Q8_0,
  * Q8_K, F16 ...) exactly as the reference quantizer would, so the dot products
  * are the format's own; then output tiles are handed out by an atomic counter
- * so that a thread that finishes early takes more (work stealing). With two or
- * more columns and a block kernel for the type (gemm.h), a tile is computed a
- * few rows x a few columns per pass over K; each output element is still
- * exactly one vec_dot's arithmetic whatever the tiling, so results depend
- * neither on the thread count nor on how many columns a batch has.
+ * so that a thread that finishes early takes more (work stealing). Where the
+ * type has a rows-in-lanes kernel (gemm.h: Q4_0, Q8_0, Q4_K, Q6_K on AVX-512),
+ * 16 rows go one per lane, for decode on the weights as mapped and for prompts
+ * through a per-thread packed copy of 16 rows; else a block kernel computes a
+ * few rows x a few columns per pass over K. Each output element is exactly one
+ * vec_dot's arithmetic whatever the path or tiling, so results depend neither
+ * on the thread count nor on how many columns a batch has.
  */
 #include "cpu.h"
 #include "gemm.h"
@@ -17,6 +19,7 @@
 #define TILE_ROWS 16 /* weight rows reused across a tile's columns */
 #define PACK_COLS 64 /* most columns per packed tile (rows in lanes) */
 #define PACK_MIN 8   /* fewest columns of one weight matrix worth a packed 16-row block */
+_Static_assert(KT_GEMM_COLS <= PACK_COLS && KT_LANES_COLS <= PACK_COLS, "a column group fits struct col_group");
 
 static size_t act_row_size(const struct kt_tensor *dst) {
     const struct kt_tensor *a = dst->src[0];
@@ -64,9 +67,34 @@ bool kt_cpu_mul_mat_supports(const struct kt_tensor *dst) {
     return a->ne[0] % kt_blck_size(tr->vec_dot_type) == 0;
 }
 
-/* Rows [ir0, ir1) x columns [ic0, ic1) of dst through a block kernel: columns go in
- * groups of at most KT_GEMM_COLS that share one weight matrix (broadcast over dims
- * 2/3 can change it inside a tile). */
+/* The next columns from *c (before ic1, at most max) that share one weight matrix
+ * (broadcast over dims 2/3 can change it inside a tile): their activation rows and
+ * their outputs from row rr on. */
+struct col_group {
+    const void *y[PACK_COLS];
+    float *out[PACK_COLS];
+    int64_t col[PACK_COLS];
+    const uint8_t *w;
+    int n;
+};
+
+static void next_group(const struct kt_tensor *a, struct kt_tensor *dst, int64_t N, int64_t B2, int64_t r2,
+                       int64_t r3, const uint8_t *wdata, size_t brow, int64_t rr, int64_t *c, int64_t ic1, int max,
+                       struct col_group *g) {
+    g->w = NULL;
+    for (g->n = 0; *c < ic1 && g->n < max; ++*c, g->n++) {
+        const int64_t i1 = *c % N, i2 = (*c / N) % B2, i3 = *c / (N * B2);
+        const uint8_t *wc = (const uint8_t *)a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
+        if (g->n > 0 && wc != g->w) break;
+        g->w = wc;
+        g->y[g->n] = wdata + (size_t)*c * brow;
+        g->col[g->n] = *c;
+        g->out[g->n] = (float *)((uint8_t *)dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]) + rr;
+    }
+}
+
+/* Rows [ir0, ir1) x columns [ic0, ic1) of dst through a block kernel, KT_GEMM_ROWS
+ * rows x at most KT_GEMM_COLS columns per call. */
 static void gemm_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t N, int64_t B2, int64_t r2,
                       int64_t r3, const uint8_t *wdata, size_t brow, kt_gemm_fn gemm, int64_t ir0, int64_t ir1,
                       int64_t ic0, int64_t ic1) {
@@ -74,19 +102,9 @@ static void gemm_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t 
     for (int64_t rr = ir0; rr < ir1; rr += KT_GEMM_ROWS) {
         const int nr = (int)(ir1 - rr < KT_GEMM_ROWS ? ir1 - rr : KT_GEMM_ROWS);
         for (int64_t c = ic0; c < ic1;) {
-            const void *y[KT_GEMM_COLS];
-            float *out[KT_GEMM_COLS];
-            const uint8_t *w = NULL;
-            int nc = 0;
-            for (; c < ic1 && nc < KT_GEMM_COLS; c++, nc++) {
-                const int64_t i1 = c % N, i2 = (c / N) % B2, i3 = c / (N * B2);
-                const uint8_t *wc = (const uint8_t *)a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
-                if (nc > 0 && wc != w) break;
-                w = wc;
-                y[nc] = wdata + (size_t)c * brow;
-                out[nc] = (float *)((uint8_t *)dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]) + rr;
-            }
-            gemm(K, w + rr * a->nb[1], a->nb[1], y, out, nr, nc);
+            struct col_group g;
+            next_group(a, dst, N, B2, r2, r3, wdata, brow, rr, &c, ic1, KT_GEMM_COLS, &g);
+            gemm(K, g.w + rr * a->nb[1], a->nb[1], g.y, g.out, nr, g.n);
         }
     }
 }
@@ -97,7 +115,8 @@ static void gemm_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t 
  * group; else the lanes kernel reads the weights as mapped. Same results either way. */
 static void lanes_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t N, int64_t B2, int64_t r2,
                        int64_t r3, const uint8_t *wdata, size_t brow, const uint8_t *auxd, kt_lanes_fn lanes,
-                       const struct kt_lanes_packer *pack, void *scratch, int64_t ir0, int64_t ir1, int64_t ic0, int64_t ic1) {
+                       const struct kt_lanes_packer *pack, void *scratch, int64_t ir0, int64_t ir1, int64_t ic0,
+                       int64_t ic1) {
     const int64_t K = a->ne[0];
     const size_t auxs = lanes_aux_size(a);
     const int group = pack && scratch ? PACK_COLS : KT_LANES_COLS;
@@ -105,27 +124,18 @@ static void lanes_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t
         const int nr = (int)(ir1 - rr < KT_LANES_ROWS ? ir1 - rr : KT_LANES_ROWS);
         const uint8_t *packed = NULL;
         for (int64_t c = ic0; c < ic1;) {
-            const void *y[PACK_COLS];
+            struct col_group g;
+            next_group(a, dst, N, B2, r2, r3, wdata, brow, rr, &c, ic1, group, &g);
             const struct kt_lanes_aux *ax[PACK_COLS];
-            float *out[PACK_COLS];
-            const uint8_t *w = NULL;
-            int nc = 0;
-            for (; c < ic1 && nc < group; c++, nc++) {
-                const int64_t i1 = c % N, i2 = (c / N) % B2, i3 = c / (N * B2);
-                const uint8_t *wc = (const uint8_t *)a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
-                if (nc > 0 && wc != w) break;
-                w = wc;
-                y[nc] = wdata + (size_t)c * brow;
-                ax[nc] = auxs ? (const struct kt_lanes_aux *)(auxd + (size_t)c * auxs) : NULL;
-                out[nc] = (float *)((uint8_t *)dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]) + rr;
-            }
-            if (group == PACK_COLS && nc >= PACK_MIN) {
-                if (w != packed) pack->pack(K, w + rr * a->nb[1], a->nb[1], nr, scratch), packed = w;
-                pack->run(K, scratch, nr, y, ax, out, nc);
+            for (int j = 0; j < g.n; j++)
+                ax[j] = auxs ? (const struct kt_lanes_aux *)(auxd + (size_t)g.col[j] * auxs) : NULL;
+            if (group == PACK_COLS && g.n >= PACK_MIN) {
+                if (g.w != packed) pack->pack(K, g.w + rr * a->nb[1], a->nb[1], nr, scratch), packed = g.w;
+                pack->run(K, scratch, nr, g.y, ax, g.out, g.n);
             } else {
-                for (int c0 = 0; c0 < nc; c0 += KT_LANES_COLS)
-                    lanes(K, w + rr * a->nb[1], a->nb[1], nr, y + c0, ax + c0, out + c0,
-                          nc - c0 < KT_LANES_COLS ? nc - c0 : KT_LANES_COLS);
+                for (int c0 = 0; c0 < g.n; c0 += KT_LANES_COLS)
+                    lanes(K, g.w + rr * a->nb[1], a->nb[1], nr, g.y + c0, ax + c0, g.out + c0,
+                          g.n - c0 < KT_LANES_COLS ? g.n - c0 : KT_LANES_COLS);
             }
         }
     }
