@@ -40,5 +40,6 @@ const struct kt_lanes_packer *kt_cpu_pick_lanes_packer(kt_lanes_fn lanes) {
     if (lanes == kt_lanes_q4_0_avx512) return &kt_lanes_packer_q4_0;
     if (lanes == kt_lanes_q8_0_avx512) return &kt_lanes_packer_q8_0;
     if (lanes == kt_lanes_q4_K_avx512) return &kt_lanes_packer_q4_K;
+    if (lanes == kt_lanes_q6_K_avx512) return &kt_lanes_packer_q6_K;
     return NULL;
 }

@@ -369,6 +369,115 @@ INLINE void tile_q6_K(int64_t K, const uint8_t *w, size_t ws, int nr, const void
 
 LANES_K_ENTRY(kt_lanes_q6_K_avx512, tile_q6_K)
 
+/* Prompts: 16 rows of a Q6_K super-block transposed into the scratch, row r in int32
+ * lane r: per sub-block j (16 elements), 4 x 64 bytes of unsigned quants u = q + 32
+ * (group k: elements 16j+4k..+3), then the 16 scales as int32, the scales again as
+ * int16 pairs (2i, 2i+1) for the -32 * sum_j scale_j * bsum_j term, then d as floats. */
+#define K6_SC (64 * 64)
+#define K6_SP (K6_SC + 16 * 64)
+#define K6_D (K6_SP + 8 * 64)
+#define K6_BLOCK (K6_D + 64)
+
+static size_t pack_size_q6_K(int64_t K) { return (size_t)(K / KT_QK_K) * K6_BLOCK + 64; }
+
+static void pack_q6_K(int64_t K, const void *w, size_t ws, int nr, void *scratch) {
+    const uint8_t *row[16];
+    lanes_rows(w, ws, nr, row);
+    int32_t off[16];
+    for (int r = 0; r < 16; r++) off[r] = (int32_t)(row[r] - (const uint8_t *)w);
+    const __m512i idx = _mm512_loadu_si512(off), m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(3);
+    uint8_t *sp = align64(scratch);
+    for (int64_t i = 0; i < K / KT_QK_K; i++, sp += K6_BLOCK) {
+        const size_t boff = (size_t)i * sizeof(kt_block_q6_K);
+        const uint8_t *blk = (const uint8_t *)w + boff;
+        for (int h = 0; h < 2; h++)
+            UNROLL
+            for (int m = 0; m < 8; m++) { /* elements 128h + 32qd + 4m..+3 of quadrant qd = p + 2n */
+                const __m512i hv = _mm512_i32gather_epi32(idx, blk + offsetof(kt_block_q6_K, qh) + 32 * h + 4 * m, 1);
+                UNROLL
+                for (int p = 0; p < 2; p++) {
+                    const __m512i lv = _mm512_i32gather_epi32(idx, blk + 64 * h + 32 * p + 4 * m, 1);
+                    UNROLL
+                    for (int n = 0; n < 2; n++) {
+                        const int qd = p + 2 * n, j = 8 * h + 2 * qd + m / 4;
+                        const __m512i lo = _mm512_and_si512(n ? _mm512_srli_epi16(lv, 4) : lv, m4);
+                        const __m512i hi = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hv, 2 * qd), m3), 4);
+                        _mm512_store_si512(sp + 64 * (4 * j + m % 4), _mm512_or_si512(lo, hi));
+                    }
+                }
+            }
+        int32_t *sc = (int32_t *)(sp + K6_SC);
+        int16_t *sp16 = (int16_t *)(sp + K6_SP);
+        for (int r = 0; r < 16; r++) {
+            const int8_t *s8 = (const int8_t *)(row[r] + boff + offsetof(kt_block_q6_K, scales));
+            for (int j = 0; j < 16; j++) sc[16 * j + r] = s8[j], sp16[32 * (j / 2) + 2 * r + (j % 2)] = s8[j];
+        }
+        /* d: the high half of the 32 bits ending the block */
+        const __m512i dd = _mm512_i32gather_epi32(idx, blk + sizeof(kt_block_q6_K) - 4, 1);
+        _mm512_store_ps(sp + K6_D, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+    }
+}
+
+INLINE void packed_tile_q6_K(int64_t K, const uint8_t *sp, const void *const *yp, float *const *out, __mmask16 keep,
+                             const int C) {
+    __m512 acc[K4P_COLS];
+    UNROLL
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < K / KT_QK_K; i++, sp += K6_BLOCK) {
+        const kt_block_q8_K *y[K4P_COLS];
+        __m512i isum[K4P_COLS];
+        UNROLL
+        for (int c = 0; c < C; c++) {
+            y[c] = (const kt_block_q8_K *)yp[c] + i;
+            __m512i o = _mm512_setzero_si512();
+            UNROLL
+            for (int k = 0; k < 8; k++)
+                o = _mm512_dpwssd_epi32(o, _mm512_load_si512(sp + K6_SP + 64 * k),
+                                        _mm512_set1_epi32(load_i32(y[c]->bsums + 2 * k)));
+            isum[c] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(o, 5));
+        }
+        for (int j = 0; j < 16; j++) {
+            __m512i p[K4P_COLS];
+            UNROLL
+            for (int c = 0; c < C; c++) p[c] = _mm512_setzero_si512();
+            UNROLL
+            for (int k = 0; k < 4; k++) {
+                const __m512i u = _mm512_load_si512(sp + 64 * (4 * j + k));
+                UNROLL
+                for (int c = 0; c < C; c++)
+                    p[c] = _mm512_dpbusd_epi32(p[c], u, _mm512_set1_epi32(load_i32(y[c]->qs + 16 * j + 4 * k)));
+            }
+            const __m512i sc = _mm512_load_si512(sp + K6_SC + 64 * j);
+            UNROLL
+            for (int c = 0; c < C; c++) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(p[c], sc));
+        }
+        const __m512 dx = _mm512_load_ps(sp + K6_D);
+        UNROLL
+        for (int c = 0; c < C; c++)
+            acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_mul_ps(dx, _mm512_set1_ps(y[c]->d)),
+                                                         _mm512_cvtepi32_ps(isum[c])));
+    }
+    UNROLL
+    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(out[c], keep, acc[c]);
+}
+
+static void packed_run_q6_K(int64_t K, const void *scratch, int nr, const void *const *yp,
+                            const struct kt_lanes_aux *const *aux, float *const *out, int nc) {
+    (void)aux;
+    const uint8_t *sp = align64(scratch);
+    const __mmask16 keep = (__mmask16)((1u << nr) - 1);
+    for (int c0 = 0; c0 < nc; c0 += K4P_COLS) {
+        switch (nc - c0 < K4P_COLS ? nc - c0 : K4P_COLS) {
+        case 1: packed_tile_q6_K(K, sp, yp + c0, out + c0, keep, 1); break;
+        case 2: packed_tile_q6_K(K, sp, yp + c0, out + c0, keep, 2); break;
+        case 3: packed_tile_q6_K(K, sp, yp + c0, out + c0, keep, 3); break;
+        default: packed_tile_q6_K(K, sp, yp + c0, out + c0, keep, 4); break;
+        }
+    }
+}
+
+const struct kt_lanes_packer kt_lanes_packer_q6_K = {pack_size_q6_K, pack_q6_K, packed_run_q6_K};
+
 /* One row at a time, the same arithmetic. */
 void kt_vec_dot_q6_K_q8_K_avx512(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const kt_block_q6_K *x = vx;
