@@ -1,12 +1,15 @@
 /*
- * gemm.h - private to the CPU engine: register-blocked mul_mat kernels that
- * compute a block of up to KT_GEMM_ROWS weight rows x KT_GEMM_COLS activation
- * columns in one pass over K, reading the weights as mapped (no repacking).
+ * gemm.h - private to the CPU engine: the mul_mat kernels that compute many
+ * output elements per pass over K. Block kernels (F16): up to KT_GEMM_ROWS
+ * weight rows x KT_GEMM_COLS columns, on the weights as mapped. Rows-in-lanes
+ * kernels (Q4_0, Q8_0, Q4_K, Q6_K): 16 weight rows, one per lane, on the
+ * weights as mapped (decode), or through a per-thread transposed copy of 16
+ * rows (packers, for prompts).
  *
  * Each output element is bit-identical to the vec_dot kernel the engine uses
- * for that type (same integer block sums, same float accumulation lanes, same
- * final reduction): the block kernels only share loads between elements. So
- * batching columns never changes a result.
+ * for that type (same integer block sums, same float operations in the same
+ * order): the kernels only share loads between elements. So batching columns
+ * or the thread count never changes a result.
  */
 #ifndef KT_CPU_GEMM_H
 #define KT_CPU_GEMM_H
