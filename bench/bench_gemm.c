@@ -1,12 +1,16 @@
 /*
  * bench_gemm.c - GFLOP/s of the CPU mul_mat per weight type for a 2048x2048
  * weight x 128 activation columns (prompt processing), on 1 and 2 threads.
- *   bench_gemm [reps (default 10)] [M K N]
+ *   bench_gemm [reps (default 10)] [M K N [TYPE [THREADS]]]
  * Wall time of the fastest of reps runs. KT_CPU_GEMM=off times the per-element
- * vec_dot path (same results), KT_CPU_ISA=avx2 the AVX2 kernels.
+ * vec_dot path (same results), KT_CPU_ISA=avx2 the AVX2 kernels. With
+ * KT_BENCH_MARK=1 (bench_insns sets it) the timed runs are bracketed by SIGSTOP
+ * so that bench_insns counts their instructions: give TYPE and THREADS 1.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "kt-cpu.h"
@@ -47,12 +51,15 @@ static double bench(enum kt_type type, int64_t M, int64_t K, int64_t N, int thre
     struct kt_cplan plan = kt_graph_plan(gf, threads, tp);
     plan.work_data = malloc(plan.work_size ? plan.work_size : 1);
     double best = 1e30;
+    const bool mark = getenv("KT_BENCH_MARK") != NULL;
+    if (mark) raise(SIGSTOP);
     for (int r = 0; r < reps; r++) {
         const double t0 = now();
         if (kt_graph_compute(gf, &plan) != KT_STATUS_SUCCESS) best = -1;
         const double t = now() - t0;
         if (t < best) best = t;
     }
+    if (mark) raise(SIGSTOP);
     free(plan.work_data);
     kt_threadpool_free(tp);
     kt_free(ctx);
@@ -68,6 +75,20 @@ int main(int argc, char **argv) {
         return 2;
     }
     static const enum kt_type types[] = {KT_TYPE_Q4_0, KT_TYPE_Q8_0, KT_TYPE_Q4_K, KT_TYPE_Q6_K, KT_TYPE_F16};
+    if (argc > 5) {
+        /* one type, one thread count */
+        enum kt_type t = KT_TYPE_COUNT;
+        for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+            if (strcmp(argv[5], kt_type_name(types[i])) == 0) t = types[i];
+        const int th = argc > 6 ? atoi(argv[6]) : 1;
+        if (t == KT_TYPE_COUNT || th < 1 || th > 512) {
+            fprintf(stderr, "bench_gemm: unknown type '%s' or bad thread count\n", argv[5]);
+            return 2;
+        }
+        printf("%s %lldx%lld x %lld, %d threads: %.2f GFLOP/s\n", kt_type_name(t), (long long)M, (long long)K,
+               (long long)N, th, bench(t, M, K, N, th, reps));
+        return 0;
+    }
     printf("mul_mat %lldx%lld weights x %lld columns, GFLOP/s (best of %d)\n", (long long)M, (long long)K,
            (long long)N, reps);
     printf("| type | 1 thread | 2 threads |\n| --- | ---: | ---: |\n");

@@ -11,6 +11,7 @@
 
 #include "kt.h"
 #include "kt-cpu.h"
+#include "cpu/cpu.h"
 #include "testutil.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ULL;

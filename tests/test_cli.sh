@@ -101,6 +101,28 @@ for x in r:
     assert x["avg_ts"] > 0
 PY
 expect_exit 2 "-o takes" "$KILN" bench -m "$M" -o xml
+# llama-bench's lists: every (threads, depth, test) combination, in that order, with
+# llama-bench's field names, the samples, and the bandwidth per thread count
+"$KILN" bench -m "$M" -p 8,16 -n 2 -d 0,24 -t 1,2 -r 2 -o json > "$tmp/bench2.json" || bad "bench lists"
+python3 - "$tmp/bench2.json" <<'PY' && ok || bad "bench lists json"
+import json, sys
+r = json.load(open(sys.argv[1]))
+want = [(t, d, p, n) for t in (1, 2) for d in (0, 24) for (p, n) in ((8, 0), (16, 0), (0, 2))]
+got = [(x["n_threads"], x["n_depth"], x["n_prompt"], x["n_gen"]) for x in r]
+assert got == want, got
+for x in r:
+    for k in ("model_filename", "n_batch", "test_time", "avg_ns", "stddev_ns", "samples_ns", "samples_ts", "mem_read_gbs"):
+        assert k in x, k
+    assert len(x["samples_ns"]) == 2 and len(x["samples_ts"]) == 2 and x["mem_read_gbs"] > 0
+    assert abs(x["avg_ts"] - sum(x["samples_ts"]) / 2) < 1e-3 * x["avg_ts"] + 1e-3
+assert len({x["mem_read_gbs"] for x in r if x["n_threads"] == 1}) == 1
+PY
+out=$("$KILN" bench -m "$M" -p 8 -n 0 -r 1 -o csv)
+[ "$(grep -c . <<<"$out")" = 2 ] && head -1 <<<"$out" | grep -q '^model_filename,.*,n_depth,.*avg_ts' && ok || bad "bench csv: $out"
+expect_exit 2 "comma-separated" "$KILN" bench -m "$M" -p 8,,16
+expect_exit 2 "comma-separated" "$KILN" bench -m "$M" -n 4,
+expect_exit 2 "-t" "$KILN" bench -m "$M" -t 0
+expect_exit 2 "-d" "$KILN" bench -m "$M" -d x
 
 # chat on a pipe: two turns, two replies
 out=$(printf 'Who made the heaven?\nAnd the earth?\n' | "$KILN" chat -m "$M" -n 12 --seed 3)

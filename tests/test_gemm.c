@@ -5,6 +5,8 @@
  * activation bytes, for odd shapes, broadcast over dims 2/3, non-contiguous
  * activations and 1, 2, 4 threads; and stay within the activation format's
  * error of a double-precision product of the dequantized weights.
+ * The rows-in-lanes kernels (Q4_0, Q8_0, Q4_K) keep the reference's own order: they
+ * and mul_mat through them must equal the scalar reference dot bit for bit.
  * Types without a block kernel on this CPU still run the mul_mat checks.
  */
 #include <math.h>
@@ -25,7 +27,8 @@ static float gauss(uint64_t *s) {
 }
 
 /* Weight rows: quantized Gaussian data, or (raw, legacy types) random quant
- * bytes with a sane scale so every bit pattern is seen (-128 in Q8_0, ...). */
+ * bytes with sane fp16 scales so every bit pattern is seen (-128 in Q8_0, Q4_K's
+ * 6-bit scales and mins at 63, Q6_K's int8 scales at -128, ...). */
 static void make_rows(enum kt_type t, void *q, int64_t K, int64_t rows, bool raw, uint64_t *s) {
     const size_t rs = kt_row_size(t, K);
     float *x = malloc((size_t)K * sizeof(float));
@@ -34,13 +37,16 @@ static void make_rows(enum kt_type t, void *q, int64_t K, int64_t rows, bool raw
         kt_get_type_traits(t)->from_float_ref(x, (uint8_t *)q + (size_t)r * rs, K);
     }
     free(x);
-    if (!raw || (t != KT_TYPE_Q4_0 && t != KT_TYPE_Q8_0)) return;
-    const size_t bs = kt_get_type_traits(t)->type_size, nb = rs * (size_t)rows / bs;
+    if (!raw || t == KT_TYPE_F16) return;
+    /* fp16 scales: d at the block's start (Q4_K: then dmin; Q6_K: d at its end) */
+    const size_t bs = kt_get_type_traits(t)->type_size, nb = rs * (size_t)rows / bs, nd = t == KT_TYPE_Q4_K ? 2 : 1;
     for (size_t b = 0; b < nb; b++) {
         uint8_t *blk = (uint8_t *)q + b * bs;
-        for (size_t k = 2; k < bs; k++) blk[k] = (uint8_t)tu_rand_u64(s);
-        const kt_fp16_t d = kt_fp32_to_fp16(0.001f + 0.01f * (float)(tu_rand_u64(s) % 100));
-        memcpy(blk, &d, sizeof d);
+        for (size_t k = 0; k < bs; k++) blk[k] = (uint8_t)tu_rand_u64(s);
+        for (size_t j = 0; j < nd; j++) {
+            const kt_fp16_t d = kt_fp32_to_fp16(0.001f + 0.01f * (float)(tu_rand_u64(s) % 100));
+            memcpy(blk + (t == KT_TYPE_Q6_K ? bs - 2 : 2 * j), &d, sizeof d);
+        }
     }
 }
 
@@ -76,6 +82,51 @@ static void test_kernel(enum kt_type t, kt_gemm_fn gemm, int64_t K, bool raw, ui
                    nr, nc, bad);
         }
     free(w), free(y), free(x);
+}
+
+/* Rows-in-lanes kernels (Q4_0, Q8_0, Q4_K): every (nr, nc) against the reference
+ * dot of the type traits (their documented order), bit for bit; nothing written
+ * past nr rows and nc columns. */
+static void test_lanes(enum kt_type t, kt_lanes_fn lanes, int bias, int64_t K, bool raw, uint64_t *s) {
+    enum { NC = KT_LANES_COLS + 3 }; /* past one call's column group */
+    const enum kt_type vdt = kt_get_type_traits(t)->vec_dot_type;
+    const bool aux_on = vdt == KT_TYPE_Q8_0;
+    const size_t rs = kt_row_size(t, K), ys = kt_row_size(vdt, K);
+    uint8_t *w = malloc(rs * KT_LANES_ROWS), *y = malloc(ys * NC);
+    struct kt_lanes_aux *aux = malloc((size_t)(K / 32) * NC * sizeof *aux);
+    float *x = malloc((size_t)K * sizeof(float));
+    make_rows(t, w, K, KT_LANES_ROWS, raw, s);
+    const void *yp[NC];
+    const struct kt_lanes_aux *ap[NC];
+    for (int c = 0; c < NC; c++) {
+        for (int64_t k = 0; k < K; k++) x[k] = gauss(s) * (c % 3 == 2 ? 100.0f : 1.0f);
+        kt_get_type_traits(vdt)->from_float_ref(x, y + (size_t)c * ys, K);
+        yp[c] = y + (size_t)c * ys;
+        ap[c] = aux_on ? aux + (size_t)c * (size_t)(K / 32) : NULL;
+        if (aux_on) kt_lanes_aux(K, yp[c], bias, aux + (size_t)c * (size_t)(K / 32));
+    }
+    for (int nr = 1; nr <= KT_LANES_ROWS; nr++)
+        for (int nc = 1; nc <= NC; nc++) {
+            float got[NC][KT_LANES_ROWS + 1];
+            float *out[NC];
+            for (int c = 0; c < NC; c++) {
+                out[c] = got[c];
+                for (int r = 0; r <= KT_LANES_ROWS; r++) got[c][r] = -1.0f;
+            }
+            lanes(K, w, rs, nr, yp, ap, out, nc);
+            int bad = 0;
+            for (int c = 0; c < NC; c++)
+                for (int r = 0; r <= KT_LANES_ROWS; r++) {
+                    float want = -1.0f; /* untouched past nr rows and nc columns */
+                    if (r < nr && c < nc) kt_get_type_traits(t)->vec_dot(K, &want, w + (size_t)r * rs, yp[c]);
+                    if (memcmp(&want, &got[c][r], sizeof want) != 0 && bad++ == 0)
+                        fprintf(stderr, "%s K=%lld lanes %dx%d (%d,%d): %.9g vs reference %.9g\n", kt_type_name(t),
+                                (long long)K, nr, nc, r, c, got[c][r], want);
+                }
+            CHECKF(bad == 0, "%s lanes K=%lld %dx%d: %d elements differ from the reference", kt_type_name(t),
+                   (long long)K, nr, nc, bad);
+        }
+    free(w), free(y), free(aux), free(x);
 }
 
 /* mul_mat of weights [K, M, W2, W3] and activations [K, N, W2*R2, W3*R3]: made
@@ -118,8 +169,10 @@ static void test_mul_mat(enum kt_type t, int64_t K, int64_t M, int64_t N, int64_
             CHECKF(memcmp(first, d->data, (size_t)nout * sizeof(float)) == 0, "%s: %d threads differ from 1",
                    kt_type_name(t), threads[ti]);
     }
-    /* references: one dot per element on the reference quantizer's bytes, and doubles */
-    const kt_vec_dot_fn dot = kt_cpu_vec_dot(t);
+    /* references: one dot per element on the reference quantizer's bytes (the scalar
+     * reference's own dot where rows in lanes run), and doubles */
+    int bias;
+    const kt_vec_dot_fn dot = kt_cpu_lanes(t, &bias) ? kt_get_type_traits(t)->vec_dot : kt_cpu_vec_dot(t);
     float *col = malloc((size_t)K * sizeof(float)), *wrow = malloc((size_t)K * sizeof(float));
     uint8_t *qcol = malloc(kt_row_size(vdt, K));
     for (int64_t i3 = 0; i3 < B3; i3++)
@@ -158,8 +211,16 @@ int main(void) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         const enum kt_type t = types[i];
         const int64_t qk = kt_blck_size(kt_get_type_traits(t)->vec_dot_type) > 32 ? 256 : 32;
-        const kt_gemm_fn gemm = kt_cpu_gemm(t);
-        if (!gemm) {
+        const kt_gemm_fn gemm = kt_cpu_gemm(t, 2);
+        int bias = 0;
+        const kt_lanes_fn lanes = kt_cpu_lanes(t, &bias);
+        if (lanes) {
+            static const int64_t kb[] = {1, 2, 3, 8, 37};
+            for (size_t j = 0; j < sizeof kb / sizeof kb[0]; j++) {
+                test_lanes(t, lanes, bias, kb[j] * qk, false, &s);
+                test_lanes(t, lanes, bias, kb[j] * qk, true, &s);
+            }
+        } else if (!gemm) {
             printf("%s: no block kernel on this CPU, mul_mat checks only\n", kt_type_name(t));
         } else {
             static const int64_t kb[] = {1, 2, 3, 8, 37};

@@ -462,6 +462,8 @@ int main(void) {
     test_errors();
     /* again with the scalar kernels where SIMD ones exist: both must meet the reference */
     setenv("KT_CPU_ISA", "ref", 1);
+    kt_cpu_kernels_reinit();
+    CHECK(!kt_cpu_kernels()->rows_avx512 && kt_cpu_kernels()->isa == KT_CPU_ISA_REF);
     pass_name = "KT_CPU_ISA=ref";
     test_binary();
     test_unary();

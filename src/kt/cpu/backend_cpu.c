@@ -10,6 +10,7 @@
  * so that the scheduler really splits graphs and copies tensors across.
  */
 #include "backend-impl.h"
+#include "cpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,6 +203,7 @@ struct kt_backend *kt_backend_cpu_init(void) {
         kt_set_error("kt_backend_cpu_init: out of memory");
         return NULL;
     }
+    (void)kt_cpu_kernels(); /* every kernel choice now, not on a node's first call */
     c->n_threads = default_threads();
     c->tp = kt_threadpool_new(c->n_threads);
     if (!c->tp) {

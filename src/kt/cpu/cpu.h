@@ -78,10 +78,31 @@ size_t kt_cpu_mul_mat_work_size(const struct kt_tensor *dst, int n_threads);
 bool kt_cpu_cpy_supports(const struct kt_tensor *dst);
 bool kt_cpu_mul_mat_supports(const struct kt_tensor *dst);
 
+/* The kernel table (kernels.c): every kernel choice made once per process, at
+ * backend init or first use, from the CPU and the environment (KT_CPU_ISA=ref|avx2
+ * caps the ISA, KT_CPU_GEMM=off turns the block mul_mat kernels off). */
+enum kt_cpu_isa { KT_CPU_ISA_REF, KT_CPU_ISA_AVX2, KT_CPU_ISA_AVX512 };
+struct kt_cpu_kernels {
+    enum kt_cpu_isa isa;
+    bool rows_avx512; /* the row kernels of ops_isa.h may run */
+    kt_vec_dot_fn vec_dot[KT_TYPE_COUNT];
+    kt_from_float_fn from_float[KT_TYPE_COUNT];
+};
+const struct kt_cpu_kernels *kt_cpu_kernels(void);
+/* Choose again from the environment (tests that switch KT_CPU_ISA between passes;
+ * not while a graph computes). */
+void kt_cpu_kernels_reinit(void);
+
 /* Vector dot for a weight type on this CPU: the fastest variant the CPU can run
  * (ISA files *_avx2.c, *_avx512.c), else the reference from the type traits. */
-kt_vec_dot_fn kt_cpu_vec_dot(enum kt_type type);
+static inline kt_vec_dot_fn kt_cpu_vec_dot(enum kt_type type) { return kt_cpu_kernels()->vec_dot[type]; }
 /* Quantizer for activations into a dot partner type (same bytes as the reference). */
-kt_from_float_fn kt_cpu_from_float(enum kt_type type);
+static inline kt_from_float_fn kt_cpu_from_float(enum kt_type type) { return kt_cpu_kernels()->from_float[type]; }
+
+/* vec_dot.c: the ISA level this CPU runs, capped by KT_CPU_ISA (*rows_avx512: the
+ * ops_isa.h row kernels may run), and the kernels for a level. */
+enum kt_cpu_isa kt_cpu_isa_level(bool *rows_avx512);
+kt_vec_dot_fn kt_cpu_pick_vec_dot(enum kt_type type, enum kt_cpu_isa isa);
+kt_from_float_fn kt_cpu_pick_from_float(enum kt_type type, enum kt_cpu_isa isa);
 
 #endif

@@ -1,12 +1,15 @@
 /*
- * gemm.h - private to the CPU engine: register-blocked mul_mat kernels that
- * compute a block of up to KT_GEMM_ROWS weight rows x KT_GEMM_COLS activation
- * columns in one pass over K, reading the weights as mapped (no repacking).
+ * gemm.h - private to the CPU engine: the mul_mat kernels that compute many
+ * output elements per pass over K. Block kernels (F16): up to KT_GEMM_ROWS
+ * weight rows x KT_GEMM_COLS columns, on the weights as mapped. Rows-in-lanes
+ * kernels (Q4_0, Q8_0, Q4_K, Q6_K): 16 weight rows, one per lane, on the
+ * weights as mapped (decode), or through a per-thread transposed copy of 16
+ * rows (packers, for prompts).
  *
  * Each output element is bit-identical to the vec_dot kernel the engine uses
- * for that type (same integer block sums, same float accumulation lanes, same
- * final reduction): the block kernels only share loads between elements. So
- * batching columns never changes a result.
+ * for that type (same integer block sums, same float operations in the same
+ * order): the kernels only share loads between elements. So batching columns
+ * or the thread count never changes a result.
  */
 #ifndef KT_CPU_GEMM_H
 #define KT_CPU_GEMM_H
@@ -22,20 +25,62 @@
 typedef void (*kt_gemm_fn)(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
                            int nc);
 
-/* The block kernel for a weight type, or NULL: only where it matches the dot
- * kernel kt_cpu_vec_dot() picks (so the two paths agree bit for bit). */
-kt_gemm_fn kt_cpu_gemm(enum kt_type type);
+/* The block kernel for a weight type and a node of ncols activation columns, or
+ * NULL (type, CPU, KT_CPU_GEMM=off; one column where the kernel is not the faster):
+ * from the kernel table (kernels.c). */
+kt_gemm_fn kt_cpu_gemm(enum kt_type type, int64_t ncols);
+/* The block kernel that matches the dot kernel dot bit for bit, or NULL; *decode:
+ * whether it also serves one column. For kernels.c. */
+kt_gemm_fn kt_cpu_pick_gemm(enum kt_type type, kt_vec_dot_fn dot, bool *decode);
 
 /* gemm_avx512.c (AVX-512 F/BW/VL + VNNI; twins of vec_dot_avx512.c) */
-void kt_gemm_q4_0_q8_0_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
-                              int nc);
-void kt_gemm_q8_0_q8_0_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
-                              int nc);
-void kt_gemm_q4_K_q8_K_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
-                              int nc);
-void kt_gemm_q6_K_q8_K_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
-                              int nc);
 void kt_gemm_f16_f16_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
                             int nc);
+
+/* ---- rows in lanes (gemm_lanes_avx512.c): Q4_0 and Q8_0 weights x Q8_0 activations,
+ * up to KT_LANES_ROWS weight rows (one per float lane) x KT_LANES_COLS columns per
+ * call, for every batch size including one column (decode). Each element is the
+ * reference kernel's arithmetic (kt_vec_dot_q4_0_q8_0): per block the exact int32
+ * dot, then acc = acc + (float)isum * (dx * dy); so results equal the scalar
+ * reference bit for bit and never depend on batching or threads. The kernels read
+ * each column's per-block aux (kt_lanes_aux) besides its quants. */
+#define KT_LANES_ROWS 16
+#define KT_LANES_COLS 8
+struct kt_lanes_aux {
+    int32_t off; /* -bias * sum of the block's activation quants */
+    float d;     /* the block's activation scale */
+};
+/* out[c][r] for r < nr (1..16) rows of w (ws bytes apart; (nr-1)*ws < 2^31) and
+ * c < nc (>= 1) columns y[c] with aux[c]. */
+typedef void (*kt_lanes_fn)(int64_t K, const void *w, size_t ws, int nr, const void *const *y,
+                            const struct kt_lanes_aux *const *aux, float *const *out, int nc);
+/* The kernel for a weight type and the bias its aux wants, or NULL (type, CPU, or
+ * KT_CPU_GEMM=off: then mul_mat runs the matching vec_dot per element): from the
+ * kernel table. kt_cpu_pick_lanes: the one matching dot, for kernels.c. */
+kt_lanes_fn kt_cpu_lanes(enum kt_type type, int *bias);
+kt_lanes_fn kt_cpu_pick_lanes(enum kt_type type, kt_vec_dot_fn dot, int *bias);
+void kt_lanes_aux(int64_t K, const void *y, int bias, struct kt_lanes_aux *aux);
+void kt_lanes_q4_0_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *y,
+                          const struct kt_lanes_aux *const *aux, float *const *out, int nc);
+void kt_lanes_q8_0_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *y,
+                          const struct kt_lanes_aux *const *aux, float *const *out, int nc);
+/* Prompts: a thread transposes up to 16 rows into its scratch (size(K) bytes, any
+ * alignment) once, then runs any number of columns against them; the same results
+ * as the lanes kernel of the type. */
+struct kt_lanes_packer {
+    size_t (*size)(int64_t K);
+    void (*pack)(int64_t K, const void *w, size_t ws, int nr, void *scratch);
+    void (*run)(int64_t K, const void *scratch, int nr, const void *const *y, const struct kt_lanes_aux *const *aux,
+                float *const *out, int nc);
+};
+const struct kt_lanes_packer *kt_cpu_lanes_packer(enum kt_type type); /* from the kernel table, or NULL */
+const struct kt_lanes_packer *kt_cpu_pick_lanes_packer(kt_lanes_fn lanes);
+extern const struct kt_lanes_packer kt_lanes_packer_q4_0, kt_lanes_packer_q8_0, kt_lanes_packer_q4_K,
+    kt_lanes_packer_q6_K;
+/* gemm_lanes_k_avx512.c: Q4_K and Q6_K x Q8_K (aux unused: NULL will do) */
+void kt_lanes_q4_K_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *y,
+                          const struct kt_lanes_aux *const *aux, float *const *out, int nc);
+void kt_lanes_q6_K_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *y,
+                          const struct kt_lanes_aux *const *aux, float *const *out, int nc);
 
 #endif

@@ -3,11 +3,13 @@
  * converted (all threads, by rows) into the weight type's dot partner (Q8_0,
  * Q8_K, F16 ...) exactly as the reference quantizer would, so the dot products
  * are the format's own; then output tiles are handed out by an atomic counter
- * so that a thread that finishes early takes more (work stealing). With two or
- * more columns and a block kernel for the type (gemm.h), a tile is computed a
- * few rows x a few columns per pass over K; each output element is still
- * exactly one vec_dot's arithmetic whatever the tiling, so results depend
- * neither on the thread count nor on how many columns a batch has.
+ * so that a thread that finishes early takes more (work stealing). Where the
+ * type has a rows-in-lanes kernel (gemm.h: Q4_0, Q8_0, Q4_K, Q6_K on AVX-512),
+ * 16 rows go one per lane, for decode on the weights as mapped and for prompts
+ * through a per-thread packed copy of 16 rows; else a block kernel computes a
+ * few rows x a few columns per pass over K. Each output element is exactly one
+ * vec_dot's arithmetic whatever the path or tiling, so results depend neither
+ * on the thread count nor on how many columns a batch has.
  */
 #include "cpu.h"
 #include "gemm.h"
@@ -15,6 +17,9 @@
 #include <string.h>
 
 #define TILE_ROWS 16 /* weight rows reused across a tile's columns */
+#define PACK_COLS 64 /* most columns per packed tile (rows in lanes) */
+#define PACK_MIN 8   /* fewest columns of one weight matrix worth a packed 16-row block */
+_Static_assert(KT_GEMM_COLS <= PACK_COLS && KT_LANES_COLS <= PACK_COLS, "a column group fits struct col_group");
 
 static size_t act_row_size(const struct kt_tensor *dst) {
     const struct kt_tensor *a = dst->src[0];
@@ -22,10 +27,36 @@ static size_t act_row_size(const struct kt_tensor *dst) {
     return (kt_row_size(vdt, a->ne[0]) + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1);
 }
 
+/* Rows-in-lanes kernel (gemm.h) for this node, or NULL: the 16 row offsets must fit
+ * the kernel's 32-bit gather indices. */
+static kt_lanes_fn lanes_for(const struct kt_tensor *a, int *bias) {
+    if (a->nb[1] > (size_t)INT32_MAX / KT_LANES_ROWS) return NULL;
+    return kt_cpu_lanes(a->type, bias);
+}
+
+/* Each column's per-block aux array (rows in lanes over Q8_0 activations), after the
+ * activation rows; 0 where the kernel needs none. */
+static size_t lanes_aux_size(const struct kt_tensor *a) {
+    if (kt_get_type_traits(a->type)->vec_dot_type != KT_TYPE_Q8_0) return 0;
+    return ((size_t)(a->ne[0] / 32) * sizeof(struct kt_lanes_aux) + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1);
+}
+
+/* One thread's scratch for packed 16-row blocks (rows in lanes, prompts). */
+static size_t pack_scratch_size(const struct kt_tensor *a) {
+    const struct kt_lanes_packer *pk = kt_cpu_lanes_packer(a->type);
+    return pk ? (pk->size(a->ne[0]) + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1) : 0;
+}
+
+/* Work buffer: activation rows (and their aux) per column, then, where a pack kernel
+ * serves the node's many columns, one scratch per thread. */
 size_t kt_cpu_mul_mat_work_size(const struct kt_tensor *dst, int n_threads) {
-    (void)n_threads;
-    const struct kt_tensor *b = dst->src[1];
-    return act_row_size(dst) * (size_t)kt_nrows(b);
+    const struct kt_tensor *a = dst->src[0], *b = dst->src[1];
+    int bias;
+    const bool lanes = lanes_for(a, &bias) != NULL;
+    size_t size = (act_row_size(dst) + (lanes ? lanes_aux_size(a) : 0)) * (size_t)kt_nrows(b);
+    if (lanes && kt_cpu_lanes_packer(a->type) && kt_nrows(b) >= PACK_MIN)
+        size += pack_scratch_size(a) * (size_t)(n_threads > 0 ? n_threads : 1);
+    return size;
 }
 
 bool kt_cpu_mul_mat_supports(const struct kt_tensor *dst) {
@@ -36,9 +67,34 @@ bool kt_cpu_mul_mat_supports(const struct kt_tensor *dst) {
     return a->ne[0] % kt_blck_size(tr->vec_dot_type) == 0;
 }
 
-/* Rows [ir0, ir1) x columns [ic0, ic1) of dst through a block kernel: columns go in
- * groups of at most KT_GEMM_COLS that share one weight matrix (broadcast over dims
- * 2/3 can change it inside a tile). */
+/* The next columns from *c (before ic1, at most max) that share one weight matrix
+ * (broadcast over dims 2/3 can change it inside a tile): their activation rows and
+ * their outputs from row rr on. */
+struct col_group {
+    const void *y[PACK_COLS];
+    float *out[PACK_COLS];
+    int64_t col[PACK_COLS];
+    const uint8_t *w;
+    int n;
+};
+
+static void next_group(const struct kt_tensor *a, struct kt_tensor *dst, int64_t N, int64_t B2, int64_t r2,
+                       int64_t r3, const uint8_t *wdata, size_t brow, int64_t rr, int64_t *c, int64_t ic1, int max,
+                       struct col_group *g) {
+    g->w = NULL;
+    for (g->n = 0; *c < ic1 && g->n < max; ++*c, g->n++) {
+        const int64_t i1 = *c % N, i2 = (*c / N) % B2, i3 = *c / (N * B2);
+        const uint8_t *wc = (const uint8_t *)a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
+        if (g->n > 0 && wc != g->w) break;
+        g->w = wc;
+        g->y[g->n] = wdata + (size_t)*c * brow;
+        g->col[g->n] = *c;
+        g->out[g->n] = (float *)((uint8_t *)dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]) + rr;
+    }
+}
+
+/* Rows [ir0, ir1) x columns [ic0, ic1) of dst through a block kernel, KT_GEMM_ROWS
+ * rows x at most KT_GEMM_COLS columns per call. */
 static void gemm_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t N, int64_t B2, int64_t r2,
                       int64_t r3, const uint8_t *wdata, size_t brow, kt_gemm_fn gemm, int64_t ir0, int64_t ir1,
                       int64_t ic0, int64_t ic1) {
@@ -46,19 +102,41 @@ static void gemm_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t 
     for (int64_t rr = ir0; rr < ir1; rr += KT_GEMM_ROWS) {
         const int nr = (int)(ir1 - rr < KT_GEMM_ROWS ? ir1 - rr : KT_GEMM_ROWS);
         for (int64_t c = ic0; c < ic1;) {
-            const void *y[KT_GEMM_COLS];
-            float *out[KT_GEMM_COLS];
-            const uint8_t *w = NULL;
-            int nc = 0;
-            for (; c < ic1 && nc < KT_GEMM_COLS; c++, nc++) {
-                const int64_t i1 = c % N, i2 = (c / N) % B2, i3 = c / (N * B2);
-                const uint8_t *wc = (const uint8_t *)a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
-                if (nc > 0 && wc != w) break;
-                w = wc;
-                y[nc] = wdata + (size_t)c * brow;
-                out[nc] = (float *)((uint8_t *)dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]) + rr;
+            struct col_group g;
+            next_group(a, dst, N, B2, r2, r3, wdata, brow, rr, &c, ic1, KT_GEMM_COLS, &g);
+            gemm(K, g.w + rr * a->nb[1], a->nb[1], g.y, g.out, nr, g.n);
+        }
+    }
+}
+
+/* Rows in lanes: rows [ir0, ir1) in groups of 16 x columns [ic0, ic1) in groups that
+ * share one weight matrix: with a pack kernel and scratch, and at least PACK_MIN
+ * columns, the 16-row block is transposed once into the thread's scratch for the
+ * group; else the lanes kernel reads the weights as mapped. Same results either way. */
+static void lanes_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t N, int64_t B2, int64_t r2,
+                       int64_t r3, const uint8_t *wdata, size_t brow, const uint8_t *auxd, kt_lanes_fn lanes,
+                       const struct kt_lanes_packer *pack, void *scratch, int64_t ir0, int64_t ir1, int64_t ic0,
+                       int64_t ic1) {
+    const int64_t K = a->ne[0];
+    const size_t auxs = lanes_aux_size(a);
+    const int group = pack && scratch ? PACK_COLS : KT_LANES_COLS;
+    for (int64_t rr = ir0; rr < ir1; rr += KT_LANES_ROWS) {
+        const int nr = (int)(ir1 - rr < KT_LANES_ROWS ? ir1 - rr : KT_LANES_ROWS);
+        const uint8_t *packed = NULL;
+        for (int64_t c = ic0; c < ic1;) {
+            struct col_group g;
+            next_group(a, dst, N, B2, r2, r3, wdata, brow, rr, &c, ic1, group, &g);
+            const struct kt_lanes_aux *ax[PACK_COLS];
+            for (int j = 0; j < g.n; j++)
+                ax[j] = auxs ? (const struct kt_lanes_aux *)(auxd + (size_t)g.col[j] * auxs) : NULL;
+            if (group == PACK_COLS && g.n >= PACK_MIN) {
+                if (g.w != packed) pack->pack(K, g.w + rr * a->nb[1], a->nb[1], nr, scratch), packed = g.w;
+                pack->run(K, scratch, nr, g.y, ax, g.out, g.n);
+            } else {
+                for (int c0 = 0; c0 < g.n; c0 += KT_LANES_COLS)
+                    lanes(K, g.w + rr * a->nb[1], a->nb[1], nr, g.y + c0, ax + c0, g.out + c0,
+                          g.n - c0 < KT_LANES_COLS ? g.n - c0 : KT_LANES_COLS);
             }
-            gemm(K, w + rr * a->nb[1], a->nb[1], y, out, nr, nc);
         }
     }
 }
@@ -75,6 +153,9 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
 
     /* phase 1: activations into the dot partner type, one packed row per column */
     const int64_t ncols = N * B2 * B3;
+    int lanes_bias = 0;
+    const kt_lanes_fn lanes = lanes_for(a, &lanes_bias);
+    uint8_t *auxd = wdata + brow * (size_t)ncols;
     int64_t c0, c1;
     kt_cpu_split_rows(p, ncols, &c0, &c1);
     kt_from_float_fn quant = vdt == KT_TYPE_F32 ? NULL : kt_cpu_from_float(vdt);
@@ -102,6 +183,8 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
         } else {
             memcpy(out, src, (size_t)K * sizeof(float));
         }
+        if (lanes && lanes_aux_size(a))
+            kt_lanes_aux(K, out, lanes_bias, (struct kt_lanes_aux *)(auxd + (size_t)c * lanes_aux_size(a)));
     }
     if (p->ith == 0) kt_cpu_chunk_reset(p);
     kt_cpu_barrier(p);
@@ -109,14 +192,25 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
     /* phase 2: tiles of (rows of dst) x (columns). With a block kernel (gemm.h) a tile is
      * walked by groups of KT_GEMM_ROWS weight rows (kept in L1) against groups of
      * KT_GEMM_COLS columns of the same weight matrix; the tile's activations stay in L2. */
-    const kt_gemm_fn gemm = ncols > 1 ? kt_cpu_gemm(a->type) : NULL;
-    const int64_t tile_r = ncols == 1 ? 64 : gemm ? 64 : 32;
-    const int64_t tile_c = ncols == 1 ? 1 : gemm ? 32 : 8;
+    const kt_gemm_fn gemm = lanes ? NULL : kt_cpu_gemm(a->type, ncols);
+    /* packed 16-row blocks: the thread's scratch after the activations, if the plan made room */
+    const struct kt_lanes_packer *pack = lanes && ncols >= PACK_MIN ? kt_cpu_lanes_packer(a->type) : NULL;
+    const size_t scratch_off = brow * (size_t)ncols + lanes_aux_size(a) * (size_t)ncols;
+    /* (the same answer on every thread: the tiles below are shared) */
+    void *scratch = pack && scratch_off + pack_scratch_size(a) * (size_t)p->nth <= p->wsize
+                        ? wdata + scratch_off + pack_scratch_size(a) * (size_t)p->ith
+                        : NULL;
+    const int64_t tile_r = ncols == 1 || gemm || lanes ? 64 : 32;
+    const int64_t tile_c = ncols == 1 ? 1 : scratch ? PACK_COLS : gemm || lanes ? 32 : 8;
     const int64_t nt0 = (M + tile_r - 1) / tile_r, nt1 = (ncols + tile_c - 1) / tile_c;
     const int64_t ntiles = nt0 * nt1;
     for (int64_t t = p->ith; t < ntiles; t = kt_cpu_chunk_next(p)) {
         const int64_t ir0 = (t % nt0) * tile_r, ir1 = ir0 + tile_r < M ? ir0 + tile_r : M;
         const int64_t ic0 = (t / nt0) * tile_c, ic1 = ic0 + tile_c < ncols ? ic0 + tile_c : ncols;
+        if (lanes) {
+            lanes_tile(a, dst, N, B2, r2, r3, wdata, brow, auxd, lanes, pack, scratch, ir0, ir1, ic0, ic1);
+            continue;
+        }
         if (gemm) {
             gemm_tile(a, dst, N, B2, r2, r3, wdata, brow, gemm, ir0, ir1, ic0, ic1);
             continue;

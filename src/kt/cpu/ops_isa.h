@@ -9,8 +9,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
+
+#include "cpu.h"
 
 enum kt_cpu_bin_op { KT_CPU_ADD, KT_CPU_SUB, KT_CPU_MUL, KT_CPU_DIV };
 
@@ -34,18 +34,7 @@ void kt_cpu_rope_row_avx512(int64_t n_pairs, bool neox, float *y, const float *x
 
 /* Whether the AVX-512 row kernels may run: the CPU has AVX-512F/DQ/BW/VL and the
  * environment does not cap the ISA (KT_CPU_ISA=ref|avx2, as for the dot products).
- * Asked once per kernel call: libgcc caches the CPU model. */
-static inline bool kt_cpu_ops_use_avx512(void) {
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512dq") ||
-        !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl"))
-        return false;
-    const char *cap = getenv("KT_CPU_ISA");
-    return !(cap && (strcmp(cap, "ref") == 0 || strcmp(cap, "avx2") == 0));
-#else
-    return false;
-#endif
-}
+ * Decided once, in the kernel table (kernels.c). */
+static inline bool kt_cpu_ops_use_avx512(void) { return kt_cpu_kernels()->rows_avx512; }
 
 #endif

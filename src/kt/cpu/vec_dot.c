@@ -1,10 +1,9 @@
 /*
- * vec_dot.c - picks the dot-product and activation-quantizer kernels the CPU
- * engine uses per type: the best ISA variant this CPU runs (vec_dot_avx512.c,
- * vec_dot_avx2.c, vec_dot_more_avx2.c), else the reference kernels of the
- * type traits table.
- * Environment KT_CPU_ISA=ref|avx2 caps the choice (for A/B runs and bisecting).
- * Also kt_cpu_features(), the list of SIMD extensions found.
+ * vec_dot.c - the CPU's ISA level and, per type, the dot-product and
+ * activation-quantizer kernels for a level: the ISA variants (vec_dot_avx512.c,
+ * gemm_lanes_avx512.c, vec_dot_avx2.c, vec_dot_more_avx2.c), else the
+ * reference kernels of the type traits table. kernels.c asks once and keeps
+ * the answer in the kernel table. Also kt_cpu_features(), the SIMD extensions found.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -17,8 +16,6 @@
 #include "cpu.h"
 #include "vec_dot_isa.h"
 
-enum isa { ISA_REF, ISA_AVX2, ISA_AVX512 };
-
 #if defined(__x86_64__) || defined(__i386__)
 /* clang's __builtin_cpu_supports does not know "f16c": ask CPUID leaf 1 (ECX bit 29). */
 static bool has_f16c(void) {
@@ -27,33 +24,35 @@ static bool has_f16c(void) {
 }
 #endif
 
-/* CPUID traps to the hypervisor on virtual machines (microseconds each), and
- * mul_mat asks for its kernels on every node: decide once per process. */
-static enum isa isa_detected;
+/* CPUID traps to the hypervisor on virtual machines (microseconds each): ask once. */
+static enum kt_cpu_isa isa_detected;
+static bool avx512_rows; /* AVX-512 F/DQ/BW/VL, what the row kernels of ops_isa.h need */
 static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
 
-static enum isa detect_isa(void) {
-    enum isa best = ISA_REF;
+static void detect_isa(void) {
+    enum kt_cpu_isa best = KT_CPU_ISA_REF;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
-        best = ISA_AVX2;
-    if (best == ISA_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vnni"))
-        best = ISA_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c()) best = KT_CPU_ISA_AVX2;
+    avx512_rows = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    if (best == KT_CPU_ISA_AVX2 && avx512_rows && __builtin_cpu_supports("avx512vnni")) best = KT_CPU_ISA_AVX512;
 #endif
-    const char *cap = getenv("KT_CPU_ISA");
-    if (cap && strcmp(cap, "ref") == 0) best = ISA_REF;
-    if (cap && strcmp(cap, "avx2") == 0 && best > ISA_AVX2) best = ISA_AVX2;
-    return best;
+    isa_detected = best;
 }
 
-static void isa_init(void) { isa_detected = detect_isa(); }
-
-static enum isa cpu_isa(void) {
-    pthread_once(&isa_once, isa_init);
-    return isa_detected;
+enum kt_cpu_isa kt_cpu_isa_level(bool *rows_avx512) {
+    pthread_once(&isa_once, detect_isa);
+    enum kt_cpu_isa isa = isa_detected;
+    bool rows = avx512_rows;
+    const char *cap = getenv("KT_CPU_ISA");
+    if (cap && strcmp(cap, "ref") == 0) isa = KT_CPU_ISA_REF, rows = false;
+    if (cap && strcmp(cap, "avx2") == 0) {
+        if (isa > KT_CPU_ISA_AVX2) isa = KT_CPU_ISA_AVX2;
+        rows = false;
+    }
+    if (rows_avx512) *rows_avx512 = rows;
+    return isa;
 }
 
 /* One row per type with a fast path; a NULL slot falls back to the next lower ISA. */
@@ -87,20 +86,18 @@ static const struct {
     {KT_TYPE_F16, kt_fp32_to_fp16_row_avx2},
 };
 
-kt_vec_dot_fn kt_cpu_vec_dot(enum kt_type type) {
-    const enum isa isa = cpu_isa();
+kt_vec_dot_fn kt_cpu_pick_vec_dot(enum kt_type type, enum kt_cpu_isa isa) {
     for (size_t i = 0; i < sizeof dots / sizeof dots[0]; i++) {
         if (dots[i].type != type) continue;
-        if (isa >= ISA_AVX512 && dots[i].avx512) return dots[i].avx512;
-        if (isa >= ISA_AVX2 && dots[i].avx2) return dots[i].avx2;
+        if (isa >= KT_CPU_ISA_AVX512 && dots[i].avx512) return dots[i].avx512;
+        if (isa >= KT_CPU_ISA_AVX2 && dots[i].avx2) return dots[i].avx2;
     }
     return kt_get_type_traits(type)->vec_dot;
 }
 
-kt_from_float_fn kt_cpu_from_float(enum kt_type type) {
-    const enum isa isa = cpu_isa();
+kt_from_float_fn kt_cpu_pick_from_float(enum kt_type type, enum kt_cpu_isa isa) {
     for (size_t i = 0; i < sizeof quantizers / sizeof quantizers[0]; i++)
-        if (quantizers[i].type == type && isa >= ISA_AVX2) return quantizers[i].avx2;
+        if (quantizers[i].type == type && isa >= KT_CPU_ISA_AVX2) return quantizers[i].avx2;
     return kt_get_type_traits(type)->from_float;
 }
 

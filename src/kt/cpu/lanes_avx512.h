@@ -1,0 +1,61 @@
+/*
+ * lanes_avx512.h - helpers of the rows-in-lanes kernels (gemm_lanes_avx512.c,
+ * gemm_lanes_k_avx512.c), for files compiled for AVX-512 only: four weight rows
+ * per register (one per 128-bit lane) and the reduction that leaves one int32
+ * per row in the lanes of one register.
+ */
+#ifndef KT_CPU_LANES_AVX512_H
+#define KT_CPU_LANES_AVX512_H
+
+#include <immintrin.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define INLINE static inline __attribute__((always_inline))
+/* Loops over a tile's rows and columns must unroll completely (-O2 does not by
+ * itself) so that the accumulator arrays live in registers. */
+#define UNROLL _Pragma("GCC unroll 8")
+
+/* Four rows' 16 bytes at p + off (rows r[0..3]) into one register, one row per 128-bit lane. */
+INLINE __m512i load4x128(const uint8_t *const *r, size_t off) {
+    const __m256i lo = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(r[0] + off))),
+                                               _mm_loadu_si128((const __m128i *)(r[1] + off)), 1);
+    const __m256i hi = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(r[2] + off))),
+                                               _mm_loadu_si128((const __m128i *)(r[3] + off)), 1);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* Four registers of partial sums (register g, 128-bit lane j: row 4g + j, 4 int32 each)
+ * into one int32 per row; lane e holds row e/4 + 4*(e%4) (a 4x4 transpose, see unlane). */
+INLINE __m512i reduce16(__m512i a, __m512i b, __m512i c, __m512i d) {
+    const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+    const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
+}
+/* The lane order of reduce16 as row numbers (it is its own inverse). */
+INLINE __m512i lane_rows(void) { return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15); }
+
+INLINE int32_t hsum256_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* Rows r[0..15] of a 16-row tile: rows past nr repeat the last (read, never stored). */
+INLINE void lanes_rows(const uint8_t *w, size_t ws, int nr, const uint8_t *row[16]) {
+    for (int r = 0; r < 16; r++) row[r] = w + (size_t)(r < nr ? r : nr - 1) * ws;
+}
+
+/* Byte offsets from w of the 16 rows in reduce16's lane order (gather indices). */
+INLINE __m512i lanes_gather_index(const uint8_t *w, const uint8_t *const row[16]) {
+    int32_t rr[16], idx[16];
+    _mm512_storeu_si512(rr, lane_rows());
+    for (int e = 0; e < 16; e++) idx[e] = (int32_t)(row[rr[e]] - w);
+    return _mm512_loadu_si512(idx);
+}
+
+/* Scratch for packed blocks, 64-byte aligned inside whatever the caller passed. */
+INLINE uint8_t *align64(const void *p) { return (uint8_t *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
+
+#endif
