@@ -24,6 +24,7 @@ struct srv_slot {
     int32_t next;
     int32_t n_gen;
     uint64_t last_used, order;
+    int32_t n_cache_pub; /* n_cache as of the last step, under the engine's mu (GET /slots, metrics) */
 };
 
 struct srv_engine {
@@ -44,6 +45,9 @@ struct srv_engine {
     int q_head, q_len;
     bool stop;
     uint64_t tick;
+    struct srv_metrics *metrics; /* NULL: not counted */
+    int n_decode_calls;          /* in this step */
+    int n_sampled;               /* tokens sampled in this step */
 };
 
 double srv_now(void) {
@@ -165,6 +169,8 @@ static struct srv_slot *pick_slot(struct srv_engine *e, const struct srv_task *t
 static void slot_start(struct srv_engine *e, struct srv_slot *s, struct srv_task *t, int32_t lcp) {
     /* at least the prompt's last token is decoded again: its logits are needed */
     int32_t keep = lcp < t->n_prompt ? lcp : t->n_prompt - 1;
+    srv_metrics_request(e->metrics, keep, s->n_cache > keep ? s->n_cache - keep : 0,
+                        t->n_predict > 0 ? t->n_prompt + t->n_predict : e->n_ctx_slot);
     kiln_kv_seq_rm(e->ctx, s->id, keep, -1);
     s->n_cache = keep;
     s->task = t;
@@ -280,6 +286,7 @@ static void slot_sample(struct srv_engine *e, struct srv_slot *s, const float *l
     }
     kiln_sampler_accept(t->smpl, tok);
     s->n_gen++;
+    e->n_sampled++;
     struct srv_tok rec = {.id = tok};
     if (t->want_logprobs || t->n_probs > 0) logprobs(logits, e->n_vocab, tok, t->n_probs, &rec);
     bool eog = kiln_vocab_is_eog(e->v, tok);
@@ -289,7 +296,10 @@ static void slot_sample(struct srv_engine *e, struct srv_slot *s, const float *l
 
     pthread_mutex_lock(&t->mu);
     double now = srv_now();
-    if (!s->generating) t->t_first = now;
+    if (!s->generating) {
+        t->t_first = now;
+        srv_metrics_ttft(e->metrics, now - t->t_queued);
+    }
     t->n_gen = s->n_gen;
     const char *finish = NULL;
     bool oom = false;
@@ -367,6 +377,7 @@ static void decode_range(struct srv_engine *e, int32_t lo, int32_t hi) {
     struct kiln_batch view = {.n_tokens = hi - lo, .capacity = hi - lo, .token = b->token + lo, .pos = b->pos + lo,
                               .seq_id = b->seq_id + lo, .logits = b->logits + lo};
     int rc = kiln_decode(e->ctx, &view);
+    e->n_decode_calls++;
     if (rc == -2 && hi - lo > 1) {
         int32_t mid = lo + (hi - lo) / 2;
         decode_range(e, lo, mid);
@@ -398,6 +409,7 @@ static void step(struct srv_engine *e) {
     struct kiln_batch *b = &e->batch;
     kiln_batch_clear(b);
     int n_gen = 0;
+    double t0 = srv_now();
     for (int i = 0; i < e->n_slots; i++) {
         struct srv_slot *s = &e->slots[i];
         s->failed = false;
@@ -406,6 +418,13 @@ static void step(struct srv_engine *e) {
         if (atomic_load(&s->task->cancel)) {
             task_fail(s->task, 499, "the client closed the connection");
             slot_release(e, s, true);
+            continue;
+        }
+        if (s->task->deadline > 0 && t0 > s->task->deadline) {
+            /* the cache holds only decoded tokens: it stays valid for a later prefix */
+            task_fail(s->task, 504, "the request ran past the server's --request-timeout");
+            srv_metrics_timeout(e->metrics);
+            slot_release(e, s, false);
             continue;
         }
         if (s->generating) {
@@ -435,9 +454,33 @@ static void step(struct srv_engine *e) {
         budget -= n;
         next->in_batch = true;
     }
+    int n_busy = 0;
+    for (int i = 0; i < e->n_slots; i++) n_busy += e->slots[i].task != NULL;
+    e->n_decode_calls = e->n_sampled = 0;
     if (b->n_tokens > 0) decode_range(e, 0, b->n_tokens);
     for (int i = 0; i < e->n_slots; i++)
         if (e->slots[i].failed) kiln_kv_seq_rm(e->ctx, i, 0, -1); /* cells its later tokens took */
+    srv_metrics_step(e->metrics, b->n_tokens - n_gen, n_gen, e->n_sampled, n_busy, e->n_decode_calls, srv_now() - t0);
+    pthread_mutex_lock(&e->mu);
+    for (int i = 0; i < e->n_slots; i++) e->slots[i].n_cache_pub = e->slots[i].n_cache;
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* Fail the queued tasks whose deadline passed (e->mu held); the rest keep their order. */
+static void expire_queued(struct srv_engine *e) {
+    double now = srv_now();
+    int kept = 0;
+    for (int k = 0; k < e->q_len; k++) {
+        struct srv_task *t = e->queue[(e->q_head + k) % e->p.queue_max];
+        if (t->deadline > 0 && now > t->deadline) {
+            task_fail(t, 504, "the request waited past the server's --request-timeout");
+            srv_metrics_timeout(e->metrics);
+            srv_task_unref(t);
+            continue;
+        }
+        e->queue[(e->q_head + kept++) % e->p.queue_max] = t;
+    }
+    e->q_len = kept;
 }
 
 static bool any_active(const struct srv_engine *e) {
@@ -455,6 +498,7 @@ static void *loop(void *arg) {
             pthread_mutex_unlock(&e->mu);
             break;
         }
+        expire_queued(e);
         while (e->q_len > 0) {
             struct srv_task *t = e->queue[e->q_head];
             int32_t lcp = 0;
@@ -542,6 +586,40 @@ void srv_engine_poke(struct srv_engine *e) {
     pthread_mutex_unlock(&e->mu);
 }
 
+/* GET /slots beyond llama-server's fields: state, cached tokens, the current request
+ * (e->mu held; the task's published fields under its own lock, e->mu before t->mu). */
+static void slot_json_more(struct srv_engine *e, const struct srv_slot *s, cJSON *o) {
+    (void)e;
+    struct srv_task *t = s->task;
+    cJSON_AddStringToObject(o, "state", !t ? "idle" : s->generating ? "generating" : "prompt");
+    cJSON_AddNumberToObject(o, "n_cached", s->n_cache_pub);
+    if (!t) return;
+    cJSON *task = cJSON_AddObjectToObject(o, "task");
+    if (!task) return;
+    pthread_mutex_lock(&t->mu);
+    cJSON_AddStringToObject(task, "id", t->id);
+    cJSON_AddNumberToObject(task, "n_prompt", t->n_prompt);
+    cJSON_AddNumberToObject(task, "n_prompt_cached", t->n_cached);
+    cJSON_AddNumberToObject(task, "n_decoded", t->n_gen);
+    cJSON_AddNumberToObject(task, "n_predict", t->n_predict);
+    cJSON_AddBoolToObject(task, "stream", t->stream);
+    pthread_mutex_unlock(&t->mu);
+}
+
+void srv_engine_set_metrics(struct srv_engine *e, struct srv_metrics *m) { e->metrics = m; }
+
+void srv_engine_stats(struct srv_engine *e, struct srv_engine_stats *out) {
+    *out = (struct srv_engine_stats){.n_slots = e->n_slots, .queue_max = e->p.queue_max,
+                                     .kv_total = kiln_n_ctx(e->ctx)};
+    pthread_mutex_lock(&e->mu);
+    for (int i = 0; i < e->n_slots; i++) {
+        out->processing += e->slots[i].task != NULL;
+        out->kv_used += e->slots[i].n_cache_pub;
+    }
+    out->deferred = e->q_len;
+    pthread_mutex_unlock(&e->mu);
+}
+
 cJSON *srv_engine_slots_json(struct srv_engine *e) {
     cJSON *arr = cJSON_CreateArray();
     pthread_mutex_lock(&e->mu);
@@ -551,6 +629,7 @@ cJSON *srv_engine_slots_json(struct srv_engine *e) {
         cJSON_AddNumberToObject(o, "id", i);
         cJSON_AddNumberToObject(o, "n_ctx", e->n_ctx_slot);
         cJSON_AddBoolToObject(o, "is_processing", e->slots[i].task != NULL);
+        slot_json_more(e, &e->slots[i], o);
         cJSON_AddItemToArray(arr, o);
     }
     pthread_mutex_unlock(&e->mu);

@@ -50,7 +50,32 @@ enum MHD_Result srv_route_props(struct srv_req *r) {
     kiln_model_desc(s->model, desc, sizeof desc);
     cJSON_AddStringToObject(o, "model_desc", desc);
     cJSON_AddStringToObject(o, "build_info", "kiln");
+    /* the limits a client or a balancer plans with */
+    cJSON_AddNumberToObject(o, "n_ctx", kiln_n_ctx(s->ctx));
+    cJSON_AddNumberToObject(o, "n_ctx_slot", srv_engine_n_ctx_slot(s->engine));
+    cJSON_AddNumberToObject(o, "kv_cache_bytes", (double)kiln_kv_size_bytes(s->ctx));
+    cJSON_AddNumberToObject(o, "queue_max", s->p.queue_max);
+    cJSON_AddNumberToObject(o, "max_body", (double)s->p.max_body);
+    cJSON_AddNumberToObject(o, "request_timeout", s->p.request_timeout_s);
+    cJSON_AddNumberToObject(o, "drain_timeout", s->p.drain_s);
     return srv_reply_json(r, 200, o);
+}
+
+enum MHD_Result srv_route_metrics(struct srv_req *r) {
+    struct srv_engine_stats es;
+    srv_engine_stats(r->srv->engine, &es);
+    char *text = srv_metrics_render(r->srv->metrics, &es);
+    if (!text) return srv_reply_error(r, 500, "out of memory");
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    srv_metrics_response(r->srv->metrics, r->route, 200);
+    enum MHD_Result ret = MHD_queue_response(r->conn, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
 }
 
 enum MHD_Result srv_route_slots(struct srv_req *r) {

@@ -68,6 +68,7 @@ struct srv_task {
     int32_t n_cached;    /* prompt tokens the slot's cache already held */
     int slot;
     double t_queued, t_start, t_first, t_end;
+    double deadline; /* srv_now() past which the engine stops it (504); 0: none */
 
     atomic_bool cancel; /* the client is gone */
     atomic_int refs;
@@ -110,6 +111,7 @@ struct kiln_server {
     char *model_path;
     atomic_ullong next_id; /* response ids */
     atomic_int in_flight;  /* generation responses not yet sent completely */
+    struct srv_metrics *metrics;
 };
 
 /* ---- HTTP responses (http.c) */
@@ -119,6 +121,7 @@ struct srv_req {
     const char *method, *url;
     const char *body;
     size_t body_len;
+    const char *route; /* the matched route's path (metrics), NULL before routing */
 };
 enum MHD_Result srv_reply_json(struct srv_req *r, unsigned status, cJSON *json); /* takes json */
 enum MHD_Result srv_reply_error(struct srv_req *r, unsigned status, const char *fmt, ...)
@@ -164,5 +167,32 @@ cJSON *srv_format_usage(const struct srv_task *t);
 /* o[key] = s[0, len) as valid UTF-8 (invalid sequences become U+FFFD). */
 void srv_add_text(cJSON *o, const char *key, const char *s, size_t len);
 double srv_now(void);
+
+/* ---- metrics (metrics.c): counters the engine and the HTTP side bump, GET /metrics */
+struct srv_metrics;
+struct srv_engine_stats { /* the engine's gauges at one moment */
+    int processing, deferred, n_slots, queue_max;
+    long long kv_used, kv_total;
+};
+struct srv_metrics *srv_metrics_new(void);
+void srv_metrics_free(struct srv_metrics *m);
+/* A response sent: route is a route table path (NULL: unmatched). */
+void srv_metrics_response(struct srv_metrics *m, const char *route, unsigned status);
+/* One engine step: prompt and generated tokens decoded, tokens sampled, slots busy, kiln_decode calls,
+ * its duration. */
+void srv_metrics_step(struct srv_metrics *m, int32_t n_prompt, int32_t n_gen, int32_t n_sampled, int n_busy,
+                      int n_decode, double seconds);
+/* A request took a slot: prompt tokens reused, cached tokens of the slot's earlier request dropped,
+ * prompt + generation limit. */
+void srv_metrics_request(struct srv_metrics *m, int32_t n_cached, int32_t n_evicted, int32_t n_tokens);
+void srv_metrics_ttft(struct srv_metrics *m, double seconds);
+void srv_metrics_timeout(struct srv_metrics *m);
+void srv_metrics_rejected(struct srv_metrics *m);
+/* The Prometheus text (malloc'd), NULL when out of memory. */
+char *srv_metrics_render(struct srv_metrics *m, const struct srv_engine_stats *es);
+/* The engine bumps m from now on (set before the first task is submitted). */
+void srv_engine_set_metrics(struct srv_engine *e, struct srv_metrics *m);
+void srv_engine_stats(struct srv_engine *e, struct srv_engine_stats *out);
+enum MHD_Result srv_route_metrics(struct srv_req *r);
 
 #endif

@@ -32,7 +32,13 @@ int cmd_serve(int argc, char **argv) {
                    "  --api-key KEY           require 'Authorization: Bearer KEY' (not on /health)\n"
                    "  --timeout S             close idle connections after S seconds (default 600)\n"
                    "  --queue N               requests waiting for a slot before 503 (default 64)\n"
-                   "  --prefill-chunk N       prompt tokens per step while others generate (default 128)\n",
+                   "  --prefill-chunk N       prompt tokens per step while others generate (default 128)\n"
+                   "  --request-timeout S     stop a generation still waiting or running after S seconds:\n"
+                   "                          504 (default 0: no limit)\n"
+                   "  --max-body N            request body limit in bytes, 413 beyond (default 4194304)\n"
+                   "  --drain S               on SIGTERM/SIGINT stop accepting and let running requests\n"
+                   "                          finish for up to S seconds before cancelling (default 0)\n"
+                   "GET /metrics answers in Prometheus' text format.\n",
                    model_args_help());
             return EXIT_OK;
         } else if (!strcmp(o, "--host")) {
@@ -59,6 +65,18 @@ int cmd_serve(int argc, char **argv) {
             if (!(v = tool_arg_value(cmd, argc, argv, &i)) ||
                 !tool_parse_int(cmd, o, v, 1, 1 << 20, &sp.prefill_chunk))
                 return EXIT_USAGE;
+        } else if (!strcmp(o, "--request-timeout")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) ||
+                !tool_parse_int(cmd, o, v, 0, 86400, &sp.request_timeout_s))
+                return EXIT_USAGE;
+        } else if (!strcmp(o, "--drain")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !tool_parse_int(cmd, o, v, 0, 3600, &sp.drain_s))
+                return EXIT_USAGE;
+        } else if (!strcmp(o, "--max-body")) {
+            int mb = 0;
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !tool_parse_int(cmd, o, v, 1024, 1 << 30, &mb))
+                return EXIT_USAGE;
+            sp.max_body = (size_t)mb;
         } else {
             return tool_usage_error(cmd, "unknown option '%s'", o);
         }

@@ -1,0 +1,222 @@
+# serve_metrics.py - drives a running `kiln serve` (test_serve_metrics.sh starts
+# it): /metrics parsed as Prometheus text and its counters checked to move by
+# what each request's own response reports; /slots and /props; the limits
+# (--request-timeout, --queue, --max-body) on a server started with them.
+# usage: serve_metrics.py PORT MODE   (MODE: metrics | limits)
+import http.client, json, re, sys, threading, time
+
+port = int(sys.argv[1])
+mode = sys.argv[2]
+fails = passes = 0
+
+
+def check(what, cond, detail=""):
+    global fails, passes
+    if cond:
+        passes += 1
+    else:
+        fails += 1
+        print("FAIL: %s %s" % (what, detail), file=sys.stderr)
+
+
+def req(method, path, body=None, timeout=120):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    if body is not None and not isinstance(body, (bytes, str)):
+        body = json.dumps(body)
+    c.request(method, path, body=body, headers={"Content-Type": "application/json"} if body is not None else {})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    try:
+        j = json.loads(data)
+    except ValueError:
+        j = None
+    return r.status, dict(r.getheaders()), j, data
+
+
+LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_]+="[^"]*"(,[a-zA-Z_]+="[^"]*")*)?\})? (\S+)$')
+
+
+def metrics():
+    """{name or name{labels}: value}; every line must be Prometheus text (0.0.4)."""
+    st, h, _, data = req("GET", "/metrics")
+    check("/metrics 200", st == 200, st)
+    check("/metrics is text/plain", h.get("Content-Type", "").startswith("text/plain"), h.get("Content-Type"))
+    out, typed = {}, set()
+    for line in data.decode().splitlines():
+        if line.startswith("# TYPE "):
+            parts = line.split()
+            check("TYPE line", len(parts) == 4 and parts[3] in ("counter", "gauge", "histogram"), line)
+            typed.add(parts[2])
+            continue
+        if line.startswith("# HELP ") or not line:
+            continue
+        m = LINE.match(line)
+        check("a Prometheus sample line", m is not None, repr(line))
+        if not m:
+            continue
+        name = m.group(1)
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        check("%s has a TYPE" % name, name in typed or base in typed)
+        out[name + (m.group(2) or "")] = float(m.group(5))
+    return out
+
+
+def resp_count(mx, route, status):
+    return mx.get('kiln_http_responses_total{route="%s",status="%d"}' % (route, status), 0)
+
+
+def delta(a, b, key):
+    return b.get(key, 0) - a.get(key, 0)
+
+
+if mode == "metrics":
+    m0 = metrics()
+    for name in ["llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total", "llamacpp:requests_processing",
+                 "llamacpp:requests_deferred", "llamacpp:n_decode_total", "llamacpp:prompt_tokens_cached_total",
+                 "kiln_kv_cells_used", "kiln_kv_cells_total", "kiln_prefix_cache_hits_total",
+                 "kiln_prefix_cache_misses_total", "kiln_prefix_cache_evictions_total",
+                 "kiln_time_to_first_token_seconds_count", 'kiln_time_to_first_token_seconds_bucket{le="+Inf"}']:
+        check("metric %s present" % name, name in m0)
+    check("KV cells total = -c", m0.get("kiln_kv_cells_total") == 1024, m0.get("kiln_kv_cells_total"))
+    check("nothing processing at rest", m0.get("llamacpp:requests_processing") == 0)
+
+    # one request: the counters move by what its own response reports
+    body = {"prompt": "In the beginning God created the heaven and the earth.", "max_tokens": 12,
+            "temperature": 0, "ignore_eos": True}
+    st, _, j, _ = req("POST", "/completion", body)
+    check("completion 200", st == 200, st)
+    t = (j or {}).get("timings", {})
+    m1 = metrics()
+    check("prompt_tokens_total moved by timings.prompt_n", delta(m0, m1, "llamacpp:prompt_tokens_total") == t.get("prompt_n"),
+          (delta(m0, m1, "llamacpp:prompt_tokens_total"), t))
+    check("tokens_predicted_total moved by the 12 tokens", delta(m0, m1, "llamacpp:tokens_predicted_total") == 12,
+          delta(m0, m1, "llamacpp:tokens_predicted_total"))
+    check("a cold prompt is a miss", delta(m0, m1, "kiln_prefix_cache_misses_total") == 1)
+    check("ttft observed once", delta(m0, m1, "kiln_time_to_first_token_seconds_count") == 1)
+    check("ttft sum positive", delta(m0, m1, "kiln_time_to_first_token_seconds_sum") > 0)
+    check("responses by route", delta(m0, m1, 'kiln_http_responses_total{route="/completion",status="200"}') == 1)
+    check("n_decode moved", delta(m0, m1, "llamacpp:n_decode_total") >= 12)
+    n_prompt = t.get("prompt_n", 0) + t.get("cache_n", 0)
+    check("KV cells used: the prompt and the decoded tokens", m1.get("kiln_kv_cells_used") == n_prompt + 11,
+          (m1.get("kiln_kv_cells_used"), n_prompt))
+
+    # the same prompt again: a hit, the cached tokens counted as cached, not evaluated
+    st, _, j, _ = req("POST", "/completion", body)
+    t2 = (j or {}).get("timings", {})
+    m2 = metrics()
+    check("second request reuses the cache", t2.get("cache_n", 0) > 0, t2)
+    check("a warm prompt is a hit", delta(m1, m2, "kiln_prefix_cache_hits_total") == 1)
+    check("prompt_tokens_cached_total moved by timings.cache_n",
+          delta(m1, m2, "llamacpp:prompt_tokens_cached_total") == t2.get("cache_n"))
+    check("prompt_tokens_total moved by timings.prompt_n", delta(m1, m2, "llamacpp:prompt_tokens_total") == t2.get("prompt_n"))
+    check("the same answer warm", (j or {}).get("content") is not None)
+
+    # errors counted by route and status; unknown paths fold into one label
+    req("POST", "/v1/completions", "{not json")
+    req("GET", "/no/such/route/%d" % time.time_ns())
+    m3 = metrics()
+    check("400 counted", delta(m2, m3, 'kiln_http_responses_total{route="/v1/completions",status="400"}') == 1)
+    check("404 counted under route=other", delta(m2, m3, 'kiln_http_responses_total{route="other",status="404"}') == 1)
+    check("/metrics counts itself", resp_count(m3, "/metrics", 200) >= 3)
+
+    # while a stream runs: processing 1, /slots shows it generating with its request
+    started = threading.Event()
+    result = {}
+
+    def streamer():
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        c.request("POST", "/v1/completions", json.dumps({"prompt": "And God said", "max_tokens": 300, "stream": True,
+                                                         "ignore_eos": True}))
+        r = c.getresponse()
+        r.readline()
+        started.set()
+        result["body"] = r.read().decode()
+    th = threading.Thread(target=streamer)
+    th.start()
+    started.wait(60)
+    mid = metrics()
+    st, _, slots, _ = req("GET", "/slots")
+    th.join(120)
+    check("requests_processing 1 while a stream runs", mid.get("llamacpp:requests_processing") == 1,
+          mid.get("llamacpp:requests_processing"))
+    busy = [s for s in (slots or []) if s.get("is_processing")]
+    check("/slots: one busy slot", len(busy) == 1, slots)
+    if busy:
+        s = busy[0]
+        check("/slots: its state", s.get("state") in ("prompt", "generating"), s)
+        check("/slots: its request", str(s.get("task", {}).get("id", "")).startswith("cmpl-kiln-"), s)
+        check("/slots: its prompt size", s.get("task", {}).get("n_prompt", 0) > 0, s)
+    idle = [s for s in (slots or []) if not s.get("is_processing")]
+    check("/slots: idle slots say idle", all(s.get("state") == "idle" and "task" not in s for s in idle), slots)
+    check("/slots: n_cached on every slot", all(isinstance(s.get("n_cached"), int) for s in (slots or [])), slots)
+    check("the stream ended", "[DONE]" in result.get("body", ""))
+    m4 = metrics()
+    check("300 more tokens predicted", delta(m3, m4, "llamacpp:tokens_predicted_total") == 300,
+          delta(m3, m4, "llamacpp:tokens_predicted_total"))
+    check("stream counted as 200", delta(m3, m4, 'kiln_http_responses_total{route="/v1/completions",status="200"}') == 1)
+
+    st, _, p, _ = req("GET", "/props")
+    for k, want in (("total_slots", 2), ("n_ctx", 1024), ("n_ctx_slot", 512), ("queue_max", 64),
+                    ("request_timeout", 0), ("max_body", 4 << 20)):
+        check("/props %s" % k, (p or {}).get(k) == want, (p or {}).get(k))
+    check("/props kv_cache_bytes", (p or {}).get("kv_cache_bytes", 0) > 0)
+
+elif mode == "limits":
+    # server: -np 1 --queue 1 --request-timeout 2 --max-body 2048
+    st, _, p, _ = req("GET", "/props")
+    check("/props request_timeout", (p or {}).get("request_timeout") == 2, p)
+    check("/props max_body", (p or {}).get("max_body") == 2048, p)
+    long_body = {"prompt": "And God said", "max_tokens": 100000, "ignore_eos": True}
+    st, _, j, _ = req("POST", "/completion", long_body)
+    check("max_tokens beyond the context: 400", st == 400 and "context" in json.dumps(j), (st, j))
+
+    # a generation longer than the timeout: 504 (whole body) and an error event (stream);
+    # a request queued behind it also times out, and one past the queue gets 503
+    long_body["max_tokens"] = 1000
+    results = {}
+
+    def run(name, body, delay):
+        time.sleep(delay)
+        results[name] = req("POST", "/v1/completions", body)
+    ths = [threading.Thread(target=run, args=("running", long_body, 0)),
+           threading.Thread(target=run, args=("queued", {"prompt": "And Moses said", "max_tokens": 4}, 0.5)),
+           threading.Thread(target=run, args=("rejected", {"prompt": "And Aaron said", "max_tokens": 4}, 1.0))]
+    m0 = metrics()
+    t0 = time.time()
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join(120)
+    took = time.time() - t0
+    st, _, j, _ = results.get("running", (0, {}, None, b""))
+    check("running past --request-timeout: 504", st == 504 and "request-timeout" in json.dumps(j), (st, j))
+    check("the timeout comes within its bound", took < 30, took)
+    st, h, j, _ = results.get("rejected", (0, {}, None, b""))
+    check("past the queue: 503", st == 503, (st, j))
+    check("503 has Retry-After", h.get("Retry-After") is not None, h)
+    st, _, j, _ = results.get("queued", (0, {}, None, b""))
+    check("queued behind it: answered (200 or 504)", st in (200, 504), (st, j))
+    m1 = metrics()
+    check("timeouts counted", delta(m0, m1, "kiln_requests_timed_out_total") >= 1)
+    check("rejections counted", delta(m0, m1, "kiln_requests_rejected_total") == 1)
+    check("504 counted", delta(m0, m1, 'kiln_http_responses_total{route="/v1/completions",status="504"}') >= 1)
+
+    # streamed: the timeout ends the stream with an error event
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    c.request("POST", "/v1/completions", json.dumps(dict(long_body, stream=True)))
+    r = c.getresponse()
+    text = r.read().decode()
+    check("stream past the timeout ends with an error event", "request-timeout" in text and "[DONE]" in text,
+          text[-300:])
+
+    # body limit: over it 413, under it fine
+    st, _, j, _ = req("POST", "/v1/completions", json.dumps({"prompt": "x" * 3000, "max_tokens": 1}))
+    check("body over --max-body: 413", st == 413, (st, j))
+    st, _, j, _ = req("POST", "/v1/completions", {"prompt": "And God said", "max_tokens": 2})
+    check("short request after all that: 200", st == 200, (st, j))
+    st, _, j, _ = req("GET", "/health")
+    check("healthy after", st == 200)
+
+print("serve_metrics %s: %d passed, %d failed" % (mode, passes, fails))
+sys.exit(1 if fails else 0)
