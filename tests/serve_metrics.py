@@ -2,7 +2,9 @@
 # it): /metrics parsed as Prometheus text and its counters checked to move by
 # what each request's own response reports; /slots and /props; the limits
 # (--request-timeout, --queue, --max-body) on a server started with them.
-# usage: serve_metrics.py PORT MODE   (MODE: metrics | limits)
+# and prompts continuing from cells other slots decoded (same tokens as a server
+# that reuses nothing; each shared prompt evaluated once).
+# usage: serve_metrics.py PORT MODE [REF_PORT]   (MODE: metrics | limits | prefix)
 import http.client, json, re, sys, threading, time
 
 port = int(sys.argv[1])
@@ -217,6 +219,104 @@ elif mode == "limits":
     check("short request after all that: 200", st == 200, (st, j))
     st, _, j, _ = req("GET", "/health")
     check("healthy after", st == 200)
+
+elif mode == "prefix":
+    # PORT: a server with 4 slots sharing prefixes; REF_PORT: one slot, no cache use (the reference)
+    ref_port = int(sys.argv[3])
+
+    def ask(prompt, cache=True, on=None):
+        global port
+        keep, port = port, on or port
+        try:
+            st, _, j, _ = req("POST", "/completion", {"prompt": prompt, "n_predict": 16, "temperature": 0,
+                                                      "ignore_eos": True, "cache_prompt": cache, "n_probs": 1})
+        finally:
+            port = keep
+        j = j or {}
+        return st, [p["id"] for p in j.get("completion_probabilities", [])], j.get("timings", {})
+
+    def ntok(text, on=None):
+        global port
+        keep, port = port, on or port
+        try:
+            return req("POST", "/tokenize", {"content": text, "add_special": True})[2]["tokens"]
+        finally:
+            port = keep
+
+    def common(lists):
+        n = 0
+        while all(len(x) > n and x[n] == lists[0][n] for x in lists):
+            n += 1
+        return n
+
+    def system(tag):
+        return " ".join("%s: and on the %d day God said, Let there be light: and there was light." % (tag, i)
+                        for i in range(20))
+
+    def concurrent(prompts):
+        out = [None] * len(prompts)
+
+        def one(i):
+            out[i] = ask(prompts[i])
+        ths = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join(120)
+        return out
+
+    suffixes = [" Question %d: who spoke?" % i for i in range(4)]
+    ref = {}
+    for tag in ("warm", "cold"):
+        for sfx in suffixes:
+            st, toks, _ = ask(system(tag) + sfx, cache=False, on=ref_port)
+            check("reference answered", st == 200 and len(toks) == 16, st)
+            ref[tag + sfx] = toks
+
+    # the case: one request computed the system prompt; 4 concurrent requests
+    # sharing it each evaluate only their own suffix
+    ask(system("warm") + " Amen.")
+    prompts = [system("warm") + x for x in suffixes]
+    toks = [ntok(p) for p in prompts]
+    warm_toks = toks
+    # L: what the cache holds ("... Amen."); L4: what the 4 share (" Question " too): the
+    # first to run evaluates from L, the others wait for it and evaluate from L4
+    L, L4 = common([toks[0], ntok(system("warm") + " Amen.")]), common(toks)
+    check("the system prompt is long", L > 200, L)
+    m0 = metrics()
+    res = concurrent(prompts)
+    m1 = metrics()
+    for i, (st, got, t) in enumerate(res):
+        check("warm shared: same tokens as the reference", st == 200 and got == ref["warm" + suffixes[i]], (got, i))
+        check("warm shared: only its own suffix evaluated", t.get("prompt_n") in (len(toks[i]) - L, len(toks[i]) - L4),
+              (t, len(toks[i]), L))
+    want = (L4 - L) + sum(len(x) - L4 for x in toks)
+    check("warm shared: prompt_tokens_total moved by the suffixes only",
+          delta(m0, m1, "llamacpp:prompt_tokens_total") == want, (delta(m0, m1, "llamacpp:prompt_tokens_total"), want))
+
+    # cold: 4 concurrent requests with a system prompt nobody computed: it is evaluated once
+    prompts = [system("cold") + x for x in suffixes]
+    toks = [ntok(p) for p in prompts]
+    L = common(toks)
+    m0 = metrics()
+    res = concurrent(prompts)
+    m1 = metrics()
+    for i, (st, got, t) in enumerate(res):
+        check("cold shared: same tokens as the reference", st == 200 and got == ref["cold" + suffixes[i]], (got, i))
+    held = max(common([toks[0], w]) for w in warm_toks)  # the BOS token the warm prompts began with
+    want = (L - held) + sum(len(x) - L for x in toks)
+    check("cold shared: the system prompt evaluated once", delta(m0, m1, "llamacpp:prompt_tokens_total") == want,
+          (delta(m0, m1, "llamacpp:prompt_tokens_total"), want))
+    check("cold shared: counted as shared", delta(m0, m1, "kiln_prefix_cache_shared_total") >= 3)
+
+    # warm again (each finds its own slot) and with the cache off: the same tokens
+    for sfx in suffixes:
+        st, got, t = ask(system("cold") + sfx)
+        check("warm again: same tokens", got == ref["cold" + sfx], sfx)
+        check("warm again: almost nothing evaluated", t.get("prompt_n", 99) <= 1 + len(sfx), t)
+        st, got, t = ask(system("cold") + sfx, cache=False)
+        check("cache off: same tokens", got == ref["cold" + sfx], sfx)
+        check("cache off: the whole prompt evaluated", t.get("cache_n") == 0, t)
 
 print("serve_metrics %s: %d passed, %d failed" % (mode, passes, fails))
 sys.exit(1 if fails else 0)

@@ -3,7 +3,8 @@
 # GET /metrics (Prometheus text, counters checked against each response's own
 # timings), /slots, /props (tests/serve_metrics.py); --request-timeout, --queue,
 # --max-body; the new flags' errors; SIGTERM with --drain lets a running stream
-# finish (no error event), refuses new connections, and exits 0.
+# finish (no error event), refuses new connections, and exits 0; prompts continuing
+# from cells other slots decoded give the reference's tokens, each prefix evaluated once.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" serve-metrics
 . "$(dirname "${BASH_SOURCE[0]}")/serve_lib.sh"
 
@@ -22,6 +23,17 @@ fi
 if check "server with limits starts" srv_start "$tmp/limits.log" -np 1 -c 1024 --queue 1 --request-timeout 2 --max-body 2048; then
   check "request timeout, queue, body limit" timeout $limit python3 "$src/tests/serve_metrics.py" "$port" limits
   check "SIGTERM: exit 0" srv_stop "$tmp/limits.log"
+fi
+
+# shared prefixes: 4 slots against a one-slot server that reuses nothing (the reference)
+if check "reference server starts" srv_start "$tmp/ref.log" -np 1 -c 1024 --no-prefix-share; then
+  ref_pid=$pid ref_port=$port
+  if check "server with 4 slots starts" srv_start "$tmp/prefix.log" -np 4 -c 4096; then
+    check "shared prefixes: same tokens, evaluated once" timeout $limit python3 "$src/tests/serve_metrics.py" \
+      "$port" prefix "$ref_port"
+    check "SIGTERM: exit 0" srv_stop "$tmp/prefix.log"
+  fi
+  check "reference SIGTERM: exit 0" srv_stop "$tmp/ref.log" TERM "$ref_pid"
 fi
 
 # --drain: SIGTERM while a stream runs; the stream gets all its tokens and a normal end

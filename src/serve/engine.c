@@ -368,6 +368,60 @@ static void slot_sample(struct srv_engine *e, struct srv_slot *s, const float *l
     }
 }
 
+/* ------------------------------------------------------------------ shared prefixes */
+
+/* Every slot's cached tokens together are the prefix tree: a prompt may continue
+ * from cells any other slot decoded (busy or idle), shared through the runtime's
+ * sequence copy (a cell then belongs to both sequences; no K/V row is copied), so
+ * N requests with one system prompt compute it once. Batch invariance makes a
+ * shared cell's K/V identical to the one this slot would have computed. */
+
+/* Take the longest run of t's prompt past s->n_cache that another slot has decoded. */
+static void share_prefix(struct srv_engine *e, struct srv_slot *s) {
+    struct srv_task *t = s->task;
+    int32_t limit = t->n_prompt - 1; /* the last prompt token is decoded here: its logits are needed */
+    if (!t->cache_prompt || !e->p.prefix_share || s->n_cache >= limit) return;
+    struct srv_slot *from = NULL;
+    int32_t best = s->n_cache;
+    for (int i = 0; i < e->n_slots; i++) {
+        struct srv_slot *o = &e->slots[i];
+        if (o == s || o->n_cache <= best) continue;
+        int32_t lcp = common_prefix(o->cache, o->n_cache, t->prompt, limit);
+        if (lcp > best) {
+            best = lcp;
+            from = o;
+        }
+    }
+    if (!from) return;
+    int32_t n0 = s->n_cache;
+    if (!kiln_kv_seq_cp(e->ctx, from->id, s->id, n0, best)) return;
+    for (int32_t p = n0; p < best; p++)
+        if (!cache_push(s, t->prompt[p])) { /* out of memory: give back what was taken */
+            kiln_kv_seq_rm(e->ctx, s->id, n0, -1);
+            s->n_cache = n0;
+            return;
+        }
+    srv_metrics_shared(e->metrics, best - n0);
+    pthread_mutex_lock(&t->mu);
+    t->n_cached = best;
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* An earlier prompt still being decoded will compute t's next tokens: wait for it
+ * rather than compute them twice (only on earlier ones: no cycle, and it never
+ * waits on a slot that waits). */
+static bool should_wait(struct srv_engine *e, const struct srv_slot *s) {
+    const struct srv_task *t = s->task;
+    if (!t->cache_prompt || !e->p.prefix_share) return false;
+    for (int i = 0; i < e->n_slots; i++) {
+        const struct srv_slot *o = &e->slots[i];
+        if (o == s || !o->task || o->generating || o->order > s->order || o->n_cache >= o->task->n_prompt) continue;
+        int32_t lcp = common_prefix(o->task->prompt, o->task->n_prompt, t->prompt, t->n_prompt - 1);
+        if (lcp > s->n_cache) return true;
+    }
+    return false;
+}
+
 /* ------------------------------------------------------------------ the step */
 
 /* Decode batch entries [lo, hi); when the cache has no contiguous room for them all,
@@ -444,6 +498,11 @@ static void step(struct srv_engine *e) {
                 next = s;
         }
         if (!next || budget <= 0) break;
+        share_prefix(e, next);
+        if (should_wait(e, next)) {
+            next->in_batch = true; /* handled this step: nothing to decode */
+            continue;
+        }
         const struct srv_task *t = next->task;
         int32_t n = t->n_prompt - next->n_cache;
         if (n > budget) n = budget;

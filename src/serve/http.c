@@ -29,7 +29,8 @@ struct kiln_server_params kiln_server_default_params(void) {
                                        .max_body = 4u << 20,
                                        .prefill_chunk = 128,
                                        .request_timeout_s = 0,
-                                       .drain_s = 0};
+                                       .drain_s = 0,
+                                       .prefix_share = true};
 }
 
 /* ------------------------------------------------------------------ replies */

@@ -21,7 +21,7 @@ struct srv_metrics {
     unsigned long long prompt_tokens, prompt_cached, predicted, n_decode, busy_slot_sum;
     double prompt_s, predicted_s;
     long long n_tokens_max;
-    unsigned long long hits, misses, evictions, evicted_tokens, timeouts, rejected;
+    unsigned long long hits, misses, evictions, evicted_tokens, timeouts, rejected, shared, shared_tokens;
     unsigned long long ttft_bucket[N_TTFT + 1], ttft_count;
     double ttft_sum;
     struct {
@@ -92,6 +92,15 @@ void srv_metrics_request(struct srv_metrics *m, int32_t n_cached, int32_t n_evic
         m->evicted_tokens += (unsigned long long)n_evicted;
     }
     if (n_tokens > m->n_tokens_max) m->n_tokens_max = n_tokens;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_shared(struct srv_metrics *m, int32_t n_tokens) {
+    if (!m) return;
+    pthread_mutex_lock(&m->mu);
+    m->shared++;
+    m->shared_tokens += (unsigned long long)n_tokens;
+    m->prompt_cached += (unsigned long long)n_tokens;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -185,7 +194,8 @@ char *srv_metrics_render(struct srv_metrics *m, const struct srv_engine_stats *e
     /* kiln's own */
     metric(&o, "kiln_slots_total", "gauge", "Slots (sequences decoded together)", es->n_slots);
     metric(&o, "kiln_queue_capacity", "gauge", "Requests that may wait for a slot before 503", es->queue_max);
-    metric(&o, "kiln_kv_cells_used", "gauge", "KV cache cells holding a token", es->kv_used);
+    metric(&o, "kiln_kv_cells_used", "gauge", "Tokens the slots hold in the KV cache (a shared cell once per slot)",
+           es->kv_used);
     metric(&o, "kiln_kv_cells_total", "gauge", "KV cache cells", es->kv_total);
     metric(&o, "kiln_prefix_cache_hits_total", "counter", "Requests that reused cached prompt tokens",
            (double)m->hits);
@@ -195,6 +205,10 @@ char *srv_metrics_render(struct srv_metrics *m, const struct srv_engine_stats *e
            "Requests that dropped cached tokens of an earlier request", (double)m->evictions);
     metric(&o, "kiln_prefix_cache_evicted_tokens_total", "counter", "Cached tokens dropped for a new request",
            (double)m->evicted_tokens);
+    metric(&o, "kiln_prefix_cache_shared_total", "counter", "Times a prompt continued from cells another slot decoded",
+           (double)m->shared);
+    metric(&o, "kiln_prefix_cache_shared_tokens_total", "counter", "Prompt tokens taken from cells another slot decoded",
+           (double)m->shared_tokens);
     metric(&o, "kiln_requests_timed_out_total", "counter", "Requests stopped by --request-timeout",
            (double)m->timeouts);
     metric(&o, "kiln_requests_rejected_total", "counter", "Requests answered 503 because the queue was full",

@@ -58,6 +58,7 @@ enum MHD_Result srv_route_props(struct srv_req *r) {
     cJSON_AddNumberToObject(o, "max_body", (double)s->p.max_body);
     cJSON_AddNumberToObject(o, "request_timeout", s->p.request_timeout_s);
     cJSON_AddNumberToObject(o, "drain_timeout", s->p.drain_s);
+    cJSON_AddBoolToObject(o, "prefix_share", s->p.prefix_share);
     return srv_reply_json(r, 200, o);
 }
 

@@ -23,6 +23,7 @@ struct kiln_server_params {
     int prefill_chunk;    /* most prompt tokens per step while other slots generate */
     int request_timeout_s; /* a generation still running (or waiting) after this many seconds: 504; 0: none */
     int drain_s;           /* on stop: stop accepting, let what runs finish for up to this many seconds */
+    bool prefix_share;     /* a prompt may continue from cells another slot decoded */
 };
 struct kiln_server_params kiln_server_default_params(void);
 

@@ -186,6 +186,8 @@ void srv_metrics_step(struct srv_metrics *m, int32_t n_prompt, int32_t n_gen, in
  * prompt + generation limit. */
 void srv_metrics_request(struct srv_metrics *m, int32_t n_cached, int32_t n_evicted, int32_t n_tokens);
 void srv_metrics_ttft(struct srv_metrics *m, double seconds);
+/* A prompt continued from n_tokens cells another slot decoded. */
+void srv_metrics_shared(struct srv_metrics *m, int32_t n_tokens);
 void srv_metrics_timeout(struct srv_metrics *m);
 void srv_metrics_rejected(struct srv_metrics *m);
 /* The Prometheus text (malloc'd), NULL when out of memory. */

@@ -38,6 +38,8 @@ int cmd_serve(int argc, char **argv) {
                    "  --max-body N            request body limit in bytes, 413 beyond (default 4194304)\n"
                    "  --drain S               on SIGTERM/SIGINT stop accepting and let running requests\n"
                    "                          finish for up to S seconds before cancelling (default 0)\n"
+                   "  --no-prefix-share       a prompt reuses only its own slot's cached tokens (as\n"
+                   "                          llama-server), not cells another slot decoded\n"
                    "GET /metrics answers in Prometheus' text format.\n",
                    model_args_help());
             return EXIT_OK;
@@ -69,6 +71,8 @@ int cmd_serve(int argc, char **argv) {
             if (!(v = tool_arg_value(cmd, argc, argv, &i)) ||
                 !tool_parse_int(cmd, o, v, 0, 86400, &sp.request_timeout_s))
                 return EXIT_USAGE;
+        } else if (!strcmp(o, "--no-prefix-share")) {
+            sp.prefix_share = false;
         } else if (!strcmp(o, "--drain")) {
             if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !tool_parse_int(cmd, o, v, 0, 3600, &sp.drain_s))
                 return EXIT_USAGE;
