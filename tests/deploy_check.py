@@ -82,13 +82,12 @@ if mode == "spread":
 elif mode == "failover":
     victim_pid, sig = int(sys.argv[3]), sys.argv[4]
     victim, survivor = "127.0.0.1:" + sys.argv[5], "127.0.0.1:" + sys.argv[6]
-    kill_at, run_for, n_clients = 2.0, 6.0, 6
-    records, lock = [], threading.Lock()
-    t_start = time.time()
+    n_clients = 6
+    records, lock, stop = [], threading.Lock(), threading.Event()
 
     def client(k):
         i = 0
-        while time.time() - t_start < run_for:
+        while not stop.is_set():
             t0 = time.time()
             stream = (k + i) % 2 == 0
             ok, ups, d = completion("And God said unto client %d request %d" % (k, i), 24 + 8 * (k % 3), stream)
@@ -98,9 +97,17 @@ elif mode == "failover":
     ths = [threading.Thread(target=client, args=(k,)) for k in range(n_clients)]
     for t in ths:
         t.start()
-    time.sleep(kill_at)
+    # the signal once both replicas answered a few (a sanitized build is slow), the end
+    # once a few requests started after it were answered: each wait bounded
+    def wait_for(cond, seconds):
+        end = time.time() + seconds
+        while time.time() < end and not cond():
+            time.sleep(0.1)
+    wait_for(lambda: len({r[3][-1] for r in list(records) if r[2] and r[3]}) == 2 and len(records) >= 8, 60)
     t_kill = time.time()
     os.kill(victim_pid, signal.SIGKILL if sig == "KILL" else signal.SIGTERM)
+    wait_for(lambda: sum(1 for r in list(records) if r[0] >= t_kill + 0.2) >= 8, 60)
+    stop.set()
     for t in ths:
         t.join(120)
     before = [r for r in records if r[1] < t_kill]

@@ -252,8 +252,9 @@ b = a + gen + post("/tokenize", {"content": " And he said"})[2]["tokens"]
 st, _, g2, _ = post("/completion", {"prompt": b, "n_predict": 2, "temperature": 0})
 held = a + gen[:-1]
 lcp = next((i for i in range(min(len(held), len(b))) if held[i] != b[i]), min(len(held), len(b)))
-check("cache_prompt: tokens_cached = common prefix with the slot's cache", g2["tokens_cached"] == lcp and
-      g2["timings"]["prompt_n"] == len(b) - lcp, (g2["timings"], lcp, len(b)))
+# at least that: the shared prefix cache (issue 18) may hold a longer run than the slot
+check("cache_prompt: tokens_cached >= common prefix with the slot's cache", g2["tokens_cached"] >= lcp and
+      g2["timings"]["prompt_n"] == len(b) - g2["tokens_cached"], (g2["timings"], lcp, len(b)))
 st, _, g3, _ = post("/completion", {"prompt": b, "n_predict": 2, "temperature": 0, "cache_prompt": False})
 check("cache_prompt false evaluates everything", g3["timings"]["prompt_n"] == len(b) and g3["content"] == g2["content"],
       g3["timings"])

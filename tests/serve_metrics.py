@@ -4,7 +4,7 @@
 # (--request-timeout, --queue, --max-body) on a server started with them.
 # and prompts continuing from cells other slots decoded (same tokens as a server
 # that reuses nothing; each shared prompt evaluated once).
-# usage: serve_metrics.py PORT MODE [REF_PORT]   (MODE: metrics | limits | prefix)
+# usage: serve_metrics.py PORT MODE [REF_PORT]   (MODE: metrics | limits | prefix | park)
 import http.client, json, re, sys, threading, time
 
 port = int(sys.argv[1])
@@ -220,8 +220,8 @@ elif mode == "limits":
     st, _, j, _ = req("GET", "/health")
     check("healthy after", st == 200)
 
-elif mode == "prefix":
-    # PORT: a server with 4 slots sharing prefixes; REF_PORT: one slot, no cache use (the reference)
+if mode in ("prefix", "park"):
+    # REF_PORT: a one-slot server that reuses nothing (the reference)
     ref_port = int(sys.argv[3])
 
     def ask(prompt, cache=True, on=None):
@@ -265,6 +265,8 @@ elif mode == "prefix":
             t.join(120)
         return out
 
+if mode == "prefix":
+    # PORT: a server with 4 slots sharing prefixes
     suffixes = [" Question %d: who spoke?" % i for i in range(4)]
     ref = {}
     for tag in ("warm", "cold"):
@@ -317,6 +319,50 @@ elif mode == "prefix":
         st, got, t = ask(system("cold") + sfx, cache=False)
         check("cache off: same tokens", got == ref["cold" + sfx], sfx)
         check("cache off: the whole prompt evaluated", t.get("cache_n") == 0, t)
+
+elif mode == "park":
+    # PORT: one slot, -c 1024, --cache-ram 1 (512 cells of this model): a slot's prompt
+    # moved aside for another request is parked, reused, and evicted least recently used
+    qs = [" Question %d: who spoke?" % i for i in range(2)]
+    ref = {}
+    for tag in ("A", "B"):
+        for q in qs:
+            ref[tag + q] = ask(system(tag) + q, cache=False, on=ref_port)[1]
+    A = [ntok(system("A") + q) for q in qs]
+    L = common(A)
+    m0 = metrics()
+    st, got, t = ask(system("A") + qs[0])
+    check("A0 answered as the reference", got == ref["A" + qs[0]], got)
+    st, got, t = ask("And Noah said")  # takes the only slot: A0 is parked
+    m1 = metrics()
+    check("the slot's prompt parked", m1.get("kiln_prefix_cache_parked_tokens", 0) >= len(A[0]),
+          m1.get("kiln_prefix_cache_parked_tokens"))
+    check("parking is no eviction", delta(m0, m1, "kiln_prefix_cache_evictions_total") == 0)
+    st, got, t = ask(system("A") + qs[1])
+    check("A1 answered as the reference", got == ref["A" + qs[1]], got)
+    check("A1 continued from the parked A0", t.get("prompt_n") == len(A[1]) - L, (t, len(A[1]), L))
+    m2 = metrics()
+    check("counted as shared", delta(m1, m2, "kiln_prefix_cache_shared_total") == 1)
+    st, got, t = ask(system("B") + qs[0])  # parks A1: past the budget, the least recently used go
+    check("B0 answered as the reference", got == ref["B" + qs[0]], got)
+    m3 = metrics()
+    check("evicted under --cache-ram", delta(m2, m3, "kiln_prefix_cache_evictions_total") >= 1)
+    check("within --cache-ram", m3.get("kiln_prefix_cache_parked_tokens", 1e9) <= 512,
+          m3.get("kiln_prefix_cache_parked_tokens"))
+    # A0 again: parking B0 would evict A1, which A0 continues from: B0 gives way
+    st, got, t = ask(system("A") + qs[0])
+    check("A0 again as the reference", got == ref["A" + qs[0]], got)
+    check("A0 continued from the parked A1", t.get("prompt_n") == len(A[0]) - L, (t, len(A[0]), L))
+    # a request needing the parked cells gets them: B1 + 540 tokens leave no room for a parked run
+    m4 = metrics()
+    n = 1020 - len(ntok(system("B") + qs[1]))
+    st, _, j, _ = req("POST", "/completion", {"prompt": system("B") + qs[1], "n_predict": n, "temperature": 0,
+                                              "ignore_eos": True})
+    check("a long request takes the parked cells", st == 200 and (j or {}).get("tokens_predicted") == n,
+          (st, str(j)[:300]))
+    m5 = metrics()
+    check("parked runs evicted for it", delta(m4, m5, "kiln_prefix_cache_evictions_total") >= 1 and
+          m5.get("kiln_prefix_cache_parked_tokens") == 0, m5.get("kiln_prefix_cache_parked_tokens"))
 
 print("serve_metrics %s: %d passed, %d failed" % (mode, passes, fails))
 sys.exit(1 if fails else 0)

@@ -4,13 +4,15 @@
 # timings), /slots, /props (tests/serve_metrics.py); --request-timeout, --queue,
 # --max-body; the new flags' errors; SIGTERM with --drain lets a running stream
 # finish (no error event), refuses new connections, and exits 0; prompts continuing
-# from cells other slots decoded give the reference's tokens, each prefix evaluated once.
+# from cells other slots decoded give the reference's tokens, each prefix evaluated once;
+# --cache-ram parks a slot's prompt when the slot moves on, and evicts least recently used.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" serve-metrics
 . "$(dirname "${BASH_SOURCE[0]}")/serve_lib.sh"
 
 check "--request-timeout -1" exit_is 2 "$kiln" serve -m "$model" --request-timeout -1
 check "--request-timeout named" err_has "--request-timeout"
 check "--max-body below 1024" exit_is 2 "$kiln" serve -m "$model" --max-body 10
+check "--cache-ram below -1" exit_is 2 "$kiln" serve -m "$model" --cache-ram -2
 check "--drain not a number" exit_is 2 "$kiln" serve -m "$model" --drain soon
 check "--help names /metrics" exit_is 0 "$kiln" serve --help
 check "--help names --drain" grep -q -- "--drain" "$tmp/out"
@@ -26,12 +28,18 @@ if check "server with limits starts" srv_start "$tmp/limits.log" -np 1 -c 1024 -
 fi
 
 # shared prefixes: 4 slots against a one-slot server that reuses nothing (the reference)
-if check "reference server starts" srv_start "$tmp/ref.log" -np 1 -c 1024 --no-prefix-share; then
+if check "reference server starts" srv_start "$tmp/ref.log" -np 1 -c 1024 --no-prefix-share --cache-ram 0; then
   ref_pid=$pid ref_port=$port
   if check "server with 4 slots starts" srv_start "$tmp/prefix.log" -np 4 -c 4096; then
     check "shared prefixes: same tokens, evaluated once" timeout $limit python3 "$src/tests/serve_metrics.py" \
       "$port" prefix "$ref_port"
     check "SIGTERM: exit 0" srv_stop "$tmp/prefix.log"
+  fi
+  # one slot and a 512-cell budget: prompts parked, reused, evicted
+  if check "server with --cache-ram 1 starts" srv_start "$tmp/park.log" -np 1 -c 1024 --cache-ram 1; then
+    check "parked prefixes: same tokens, reused, evicted LRU" timeout $limit python3 "$src/tests/serve_metrics.py" \
+      "$port" park "$ref_port"
+    check "SIGTERM: exit 0" srv_stop "$tmp/park.log"
   fi
   check "reference SIGTERM: exit 0" srv_stop "$tmp/ref.log" TERM "$ref_pid"
 fi

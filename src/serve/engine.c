@@ -48,6 +48,8 @@ struct srv_engine {
     struct srv_metrics *metrics; /* NULL: not counted */
     int n_decode_calls;          /* in this step */
     int n_sampled;               /* tokens sampled in this step */
+    struct srv_prefix_cache *pcache; /* on the sequences past the slots' */
+    long long parked_pub;            /* its tokens as of the last step, under mu */
 };
 
 double srv_now(void) {
@@ -169,7 +171,8 @@ static struct srv_slot *pick_slot(struct srv_engine *e, const struct srv_task *t
 static void slot_start(struct srv_engine *e, struct srv_slot *s, struct srv_task *t, int32_t lcp) {
     /* at least the prompt's last token is decoded again: its logits are needed */
     int32_t keep = lcp < t->n_prompt ? lcp : t->n_prompt - 1;
-    srv_metrics_request(e->metrics, keep, s->n_cache > keep ? s->n_cache - keep : 0,
+    bool parked = srv_pcache_park(e->pcache, s->id, s->cache, s->n_cache, keep, t->prompt, t->n_prompt);
+    srv_metrics_request(e->metrics, keep, s->n_cache > keep && !parked ? s->n_cache - keep : 0,
                         t->n_predict > 0 ? t->n_prompt + t->n_predict : e->n_ctx_slot);
     kiln_kv_seq_rm(e->ctx, s->id, keep, -1);
     s->n_cache = keep;
@@ -392,9 +395,15 @@ static void share_prefix(struct srv_engine *e, struct srv_slot *s) {
             from = o;
         }
     }
-    if (!from) return;
+    int32_t from_seq = from ? from->id : -1, pseq = -1;
+    int32_t plcp = srv_pcache_best(e->pcache, t->prompt, limit, &pseq);
+    if (plcp > best) {
+        best = plcp;
+        from_seq = pseq;
+    }
+    if (from_seq < 0) return;
     int32_t n0 = s->n_cache;
-    if (!kiln_kv_seq_cp(e->ctx, from->id, s->id, n0, best)) return;
+    if (!kiln_kv_seq_cp(e->ctx, from_seq, s->id, n0, best)) return;
     for (int32_t p = n0; p < best; p++)
         if (!cache_push(s, t->prompt[p])) { /* out of memory: give back what was taken */
             kiln_kv_seq_rm(e->ctx, s->id, n0, -1);
@@ -432,6 +441,11 @@ static void decode_range(struct srv_engine *e, int32_t lo, int32_t hi) {
                               .seq_id = b->seq_id + lo, .logits = b->logits + lo};
     int rc = kiln_decode(e->ctx, &view);
     e->n_decode_calls++;
+    /* no room: parked prefixes give way to running sequences first (the cache is unchanged on error) */
+    while (rc == -2 && srv_pcache_evict_lru(e->pcache)) {
+        rc = kiln_decode(e->ctx, &view);
+        e->n_decode_calls++;
+    }
     if (rc == -2 && hi - lo > 1) {
         int32_t mid = lo + (hi - lo) / 2;
         decode_range(e, lo, mid);
@@ -522,6 +536,7 @@ static void step(struct srv_engine *e) {
     srv_metrics_step(e->metrics, b->n_tokens - n_gen, n_gen, e->n_sampled, n_busy, e->n_decode_calls, srv_now() - t0);
     pthread_mutex_lock(&e->mu);
     for (int i = 0; i < e->n_slots; i++) e->slots[i].n_cache_pub = e->slots[i].n_cache;
+    e->parked_pub = srv_pcache_tokens(e->pcache);
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -614,6 +629,14 @@ struct srv_engine *srv_engine_new(const struct kiln_model *model, struct kiln_co
         return NULL;
     }
     for (int i = 0; i < e->n_slots; i++) e->slots[i].id = i;
+    /* the context's sequences past the slots hold the prefix cache */
+    int n_park = p->cache_ram_mib != 0 ? (int)kiln_n_seq_max(ctx) - e->n_slots : 0;
+    e->pcache = n_park > 0 ? srv_pcache_new(ctx, e->n_slots, n_park, p->cache_ram_mib, NULL) : NULL;
+    if (n_park > 0 && !e->pcache) {
+        snprintf(err, errlen, "out of memory");
+        srv_engine_free(e);
+        return NULL;
+    }
     kiln_kv_clear(ctx);
     if (pthread_create(&e->thread, NULL, loop, e) != 0) {
         snprintf(err, errlen, "cannot start the decode thread");
@@ -665,7 +688,10 @@ static void slot_json_more(struct srv_engine *e, const struct srv_slot *s, cJSON
     pthread_mutex_unlock(&t->mu);
 }
 
-void srv_engine_set_metrics(struct srv_engine *e, struct srv_metrics *m) { e->metrics = m; }
+void srv_engine_set_metrics(struct srv_engine *e, struct srv_metrics *m) {
+    e->metrics = m;
+    srv_pcache_set_metrics(e->pcache, m);
+}
 
 void srv_engine_stats(struct srv_engine *e, struct srv_engine_stats *out) {
     *out = (struct srv_engine_stats){.n_slots = e->n_slots, .queue_max = e->p.queue_max,
@@ -676,6 +702,7 @@ void srv_engine_stats(struct srv_engine *e, struct srv_engine_stats *out) {
         out->kv_used += e->slots[i].n_cache_pub;
     }
     out->deferred = e->q_len;
+    out->parked = e->parked_pub;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -725,6 +752,7 @@ void srv_engine_free(struct srv_engine *e) {
     if (!e) return;
     srv_engine_shutdown(e);
     for (int i = 0; e->slots && i < e->n_slots; i++) free(e->slots[i].cache);
+    srv_pcache_free(e->pcache);
     free(e->slots);
     free(e->queue);
     kiln_batch_free(&e->batch);

@@ -30,7 +30,8 @@ struct kiln_server_params kiln_server_default_params(void) {
                                        .prefill_chunk = 128,
                                        .request_timeout_s = 0,
                                        .drain_s = 0,
-                                       .prefix_share = true};
+                                       .prefix_share = true,
+                                       .cache_ram_mib = 8192};
 }
 
 /* ------------------------------------------------------------------ replies */

@@ -104,6 +104,14 @@ void srv_metrics_shared(struct srv_metrics *m, int32_t n_tokens) {
     pthread_mutex_unlock(&m->mu);
 }
 
+void srv_metrics_evicted(struct srv_metrics *m, int32_t n_tokens) {
+    if (!m) return;
+    pthread_mutex_lock(&m->mu);
+    m->evictions++;
+    m->evicted_tokens += (unsigned long long)n_tokens;
+    pthread_mutex_unlock(&m->mu);
+}
+
 void srv_metrics_ttft(struct srv_metrics *m, double seconds) {
     if (!m) return;
     pthread_mutex_lock(&m->mu);
@@ -202,9 +210,11 @@ char *srv_metrics_render(struct srv_metrics *m, const struct srv_engine_stats *e
     metric(&o, "kiln_prefix_cache_misses_total", "counter", "Requests that reused no cached prompt token",
            (double)m->misses);
     metric(&o, "kiln_prefix_cache_evictions_total", "counter",
-           "Requests that dropped cached tokens of an earlier request", (double)m->evictions);
-    metric(&o, "kiln_prefix_cache_evicted_tokens_total", "counter", "Cached tokens dropped for a new request",
+           "Cached runs of tokens dropped (a slot's for a new request, or a parked one)", (double)m->evictions);
+    metric(&o, "kiln_prefix_cache_evicted_tokens_total", "counter", "Cached tokens dropped",
            (double)m->evicted_tokens);
+    metric(&o, "kiln_prefix_cache_parked_tokens", "gauge", "Tokens kept on spare sequences after their slot moved on",
+           (double)es->parked);
     metric(&o, "kiln_prefix_cache_shared_total", "counter", "Times a prompt continued from cells another slot decoded",
            (double)m->shared);
     metric(&o, "kiln_prefix_cache_shared_tokens_total", "counter", "Prompt tokens taken from cells another slot decoded",

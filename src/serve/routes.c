@@ -59,6 +59,8 @@ enum MHD_Result srv_route_props(struct srv_req *r) {
     cJSON_AddNumberToObject(o, "request_timeout", s->p.request_timeout_s);
     cJSON_AddNumberToObject(o, "drain_timeout", s->p.drain_s);
     cJSON_AddBoolToObject(o, "prefix_share", s->p.prefix_share);
+    cJSON_AddNumberToObject(o, "cache_ram_mib", s->p.cache_ram_mib);
+    cJSON_AddNumberToObject(o, "prefix_cache_entries", (double)kiln_n_seq_max(s->ctx) - s->p.n_parallel);
     return srv_reply_json(r, 200, o);
 }
 

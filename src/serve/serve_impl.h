@@ -172,7 +172,7 @@ double srv_now(void);
 struct srv_metrics;
 struct srv_engine_stats { /* the engine's gauges at one moment */
     int processing, deferred, n_slots, queue_max;
-    long long kv_used, kv_total;
+    long long kv_used, kv_total, parked;
 };
 struct srv_metrics *srv_metrics_new(void);
 void srv_metrics_free(struct srv_metrics *m);
@@ -196,5 +196,26 @@ char *srv_metrics_render(struct srv_metrics *m, const struct srv_engine_stats *e
 void srv_engine_set_metrics(struct srv_engine *e, struct srv_metrics *m);
 void srv_engine_stats(struct srv_engine *e, struct srv_engine_stats *out);
 enum MHD_Result srv_route_metrics(struct srv_req *r);
+/* An entry of the prefix cache was dropped (n_tokens tokens). */
+void srv_metrics_evicted(struct srv_metrics *m, int32_t n_tokens);
+
+/* ---- the prefix cache (prefix_cache.c): runs of tokens parked on spare sequences
+ * [first_seq, first_seq + n_seqs), budget_mib of KV cells (-1: no limit); used by the
+ * engine's thread only */
+struct srv_prefix_cache;
+struct srv_prefix_cache *srv_pcache_new(struct kiln_context *ctx, int32_t first_seq, int n_seqs, long long budget_mib,
+                                        struct srv_metrics *metrics);
+void srv_pcache_free(struct srv_prefix_cache *pc);
+void srv_pcache_set_metrics(struct srv_prefix_cache *pc, struct srv_metrics *m);
+/* Before seq drops its tokens past keep for the prompt want[0, n_want): keep tokens[0, n)
+ * (seq's cells 0 .. n-1) on a spare sequence, never evicting an entry want continues from;
+ * true when they are held now. */
+bool srv_pcache_park(struct srv_prefix_cache *pc, int32_t seq, const int32_t *tokens, int32_t n, int32_t keep,
+                     const int32_t *want, int32_t n_want);
+/* The longest prefix of prompt[0, limit) an entry holds, its sequence in *seq (0: none). */
+int32_t srv_pcache_best(struct srv_prefix_cache *pc, const int32_t *prompt, int32_t limit, int32_t *seq);
+/* Drop the least recently used entry; false when none is left. */
+bool srv_pcache_evict_lru(struct srv_prefix_cache *pc);
+long long srv_pcache_tokens(const struct srv_prefix_cache *pc);
 
 #endif

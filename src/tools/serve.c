@@ -40,6 +40,9 @@ int cmd_serve(int argc, char **argv) {
                    "                          finish for up to S seconds before cancelling (default 0)\n"
                    "  --no-prefix-share       a prompt reuses only its own slot's cached tokens (as\n"
                    "                          llama-server), not cells another slot decoded\n"
+                   "  -cram, --cache-ram N    MiB of KV cells that keep prefixes after their slot moved\n"
+                   "                          on, least recently used dropped first (default 8192;\n"
+                   "                          -1: no limit; 0: none)\n"
                    "GET /metrics answers in Prometheus' text format.\n",
                    model_args_help());
             return EXIT_OK;
@@ -71,6 +74,10 @@ int cmd_serve(int argc, char **argv) {
             if (!(v = tool_arg_value(cmd, argc, argv, &i)) ||
                 !tool_parse_int(cmd, o, v, 0, 86400, &sp.request_timeout_s))
                 return EXIT_USAGE;
+        } else if (!strcmp(o, "-cram") || !strcmp(o, "--cache-ram")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) ||
+                !tool_parse_int(cmd, o, v, -1, 1 << 30, &sp.cache_ram_mib))
+                return EXIT_USAGE;
         } else if (!strcmp(o, "--no-prefix-share")) {
             sp.prefix_share = false;
         } else if (!strcmp(o, "--drain")) {
@@ -86,7 +93,9 @@ int cmd_serve(int argc, char **argv) {
         }
     }
     if (!ma.model_path) return tool_usage_error(cmd, "-m MODEL is required");
-    ma.cparams.n_seq_max = (uint32_t)sp.n_parallel;
+    /* spare sequences past the slots hold the prefix cache (up to 16 prefixes) */
+    int n_park = sp.cache_ram_mib != 0 ? (64 - sp.n_parallel < 16 ? 64 - sp.n_parallel : 16) : 0;
+    ma.cparams.n_seq_max = (uint32_t)(sp.n_parallel + n_park);
 
     /* SIGINT/SIGTERM are taken by sigwait below: blocked here, before any thread
      * starts, so that every thread inherits the mask */
