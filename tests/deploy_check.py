@@ -13,17 +13,10 @@
 #       requests through nginx until one is answered by ADDR (a restarted replica)
 import http.client, json, os, signal, sys, threading, time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_checks import check, finish  # noqa: E402
+
 mode, port = sys.argv[1], int(sys.argv[2])
-fails = passes = 0
-
-
-def check(what, cond, detail=""):
-    global fails, passes
-    if cond:
-        passes += 1
-    else:
-        fails += 1
-        print("FAIL: %s %s" % (what, detail), file=sys.stderr)
 
 
 def completion(prompt, n, stream=False, session=None, timeout=120):
@@ -146,5 +139,4 @@ elif mode == "reach":
             time.sleep(0.5)
     check("nginx sends to the restarted replica again", reached)
 
-print("deploy_check %s: %d passed, %d failed" % (mode, passes, fails))
-sys.exit(1 if fails else 0)
+finish("deploy_check " + mode)

@@ -5,35 +5,17 @@
 # and prompts continuing from cells other slots decoded (same tokens as a server
 # that reuses nothing; each shared prompt evaluated once).
 # usage: serve_metrics.py PORT MODE [REF_PORT]   (MODE: metrics | limits | prefix | park)
-import http.client, json, re, sys, threading, time
+import http.client, json, os, re, sys, threading, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_checks import check, finish, request  # noqa: E402
 
 port = int(sys.argv[1])
 mode = sys.argv[2]
-fails = passes = 0
-
-
-def check(what, cond, detail=""):
-    global fails, passes
-    if cond:
-        passes += 1
-    else:
-        fails += 1
-        print("FAIL: %s %s" % (what, detail), file=sys.stderr)
 
 
 def req(method, path, body=None, timeout=120):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    if body is not None and not isinstance(body, (bytes, str)):
-        body = json.dumps(body)
-    c.request(method, path, body=body, headers={"Content-Type": "application/json"} if body is not None else {})
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    try:
-        j = json.loads(data)
-    except ValueError:
-        j = None
-    return r.status, dict(r.getheaders()), j, data
+    return request(port, method, path, body, timeout=timeout)
 
 
 LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_]+="[^"]*"(,[a-zA-Z_]+="[^"]*")*)?\})? (\S+)$')
@@ -364,5 +346,4 @@ elif mode == "park":
     check("parked runs evicted for it", delta(m4, m5, "kiln_prefix_cache_evictions_total") >= 1 and
           m5.get("kiln_prefix_cache_parked_tokens") == 0, m5.get("kiln_prefix_cache_parked_tokens"))
 
-print("serve_metrics %s: %d passed, %d failed" % (mode, passes, fails))
-sys.exit(1 if fails else 0)
+finish("serve_metrics " + mode)

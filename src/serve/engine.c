@@ -24,7 +24,7 @@ struct srv_slot {
     int32_t next;
     int32_t n_gen;
     uint64_t last_used, order;
-    int32_t n_cache_pub; /* n_cache as of the last step, under the engine's mu (GET /slots, metrics) */
+    atomic_int n_cache_pub; /* n_cache for other threads (GET /slots, metrics), set before a task sees its tokens */
 };
 
 struct srv_engine {
@@ -46,8 +46,7 @@ struct srv_engine {
     bool stop;
     uint64_t tick;
     struct srv_metrics *metrics; /* NULL: not counted */
-    int n_decode_calls;          /* in this step */
-    int n_sampled;               /* tokens sampled in this step */
+    int n_busy_step;             /* slots with a task in this step */
     struct srv_prefix_cache *pcache; /* on the sequences past the slots' */
     long long parked_pub;            /* its tokens as of the last step, under mu */
 };
@@ -289,7 +288,7 @@ static void slot_sample(struct srv_engine *e, struct srv_slot *s, const float *l
     }
     kiln_sampler_accept(t->smpl, tok);
     s->n_gen++;
-    e->n_sampled++;
+    srv_metrics_sampled(e->metrics); /* before the client can see the token */
     struct srv_tok rec = {.id = tok};
     if (t->want_logprobs || t->n_probs > 0) logprobs(logits, e->n_vocab, tok, t->n_probs, &rec);
     bool eog = kiln_vocab_is_eog(e->v, tok);
@@ -410,7 +409,7 @@ static void share_prefix(struct srv_engine *e, struct srv_slot *s) {
             s->n_cache = n0;
             return;
         }
-    srv_metrics_shared(e->metrics, best - n0);
+    srv_metrics_shared(e->metrics, best - n0, n0 == 0 && t->n_cached == 0);
     pthread_mutex_lock(&t->mu);
     t->n_cached = best;
     pthread_mutex_unlock(&t->mu);
@@ -439,13 +438,21 @@ static void decode_range(struct srv_engine *e, int32_t lo, int32_t hi) {
     struct kiln_batch *b = &e->batch;
     struct kiln_batch view = {.n_tokens = hi - lo, .capacity = hi - lo, .token = b->token + lo, .pos = b->pos + lo,
                               .seq_id = b->seq_id + lo, .logits = b->logits + lo};
-    int rc = kiln_decode(e->ctx, &view);
-    e->n_decode_calls++;
+    double t0 = srv_now();
+    int rc = kiln_decode(e->ctx, &view), calls = 1;
     /* no room: parked prefixes give way to running sequences first (the cache is unchanged on error) */
     while (rc == -2 && srv_pcache_evict_lru(e->pcache)) {
         rc = kiln_decode(e->ctx, &view);
-        e->n_decode_calls++;
+        calls++;
     }
+    /* counted before any token of it is published: a client that got its answer reads
+     * /metrics with it */
+    int32_t n_prompt = 0, n_gen = 0;
+    for (int32_t i = lo; rc == 0 && i < hi; i++) {
+        if (e->slots[b->seq_id[i]].generating) n_gen++;
+        else n_prompt++;
+    }
+    srv_metrics_step(e->metrics, n_prompt, n_gen, e->n_busy_step, calls, srv_now() - t0);
     if (rc == -2 && hi - lo > 1) {
         int32_t mid = lo + (hi - lo) / 2;
         decode_range(e, lo, mid);
@@ -469,6 +476,7 @@ static void decode_range(struct srv_engine *e, int32_t lo, int32_t hi) {
             slot_release(e, s, true);
             continue;
         }
+        atomic_store(&s->n_cache_pub, s->n_cache);
         if (b->logits[i]) slot_sample(e, s, kiln_get_logits_ith(e->ctx, i - lo));
     }
 }
@@ -527,15 +535,13 @@ static void step(struct srv_engine *e) {
         budget -= n;
         next->in_batch = true;
     }
-    int n_busy = 0;
-    for (int i = 0; i < e->n_slots; i++) n_busy += e->slots[i].task != NULL;
-    e->n_decode_calls = e->n_sampled = 0;
+    e->n_busy_step = 0;
+    for (int i = 0; i < e->n_slots; i++) e->n_busy_step += e->slots[i].task != NULL;
     if (b->n_tokens > 0) decode_range(e, 0, b->n_tokens);
     for (int i = 0; i < e->n_slots; i++)
         if (e->slots[i].failed) kiln_kv_seq_rm(e->ctx, i, 0, -1); /* cells its later tokens took */
-    srv_metrics_step(e->metrics, b->n_tokens - n_gen, n_gen, e->n_sampled, n_busy, e->n_decode_calls, srv_now() - t0);
     pthread_mutex_lock(&e->mu);
-    for (int i = 0; i < e->n_slots; i++) e->slots[i].n_cache_pub = e->slots[i].n_cache;
+    for (int i = 0; i < e->n_slots; i++) atomic_store(&e->slots[i].n_cache_pub, e->slots[i].n_cache);
     e->parked_pub = srv_pcache_tokens(e->pcache);
     pthread_mutex_unlock(&e->mu);
 }
@@ -674,7 +680,7 @@ static void slot_json_more(struct srv_engine *e, const struct srv_slot *s, cJSON
     (void)e;
     struct srv_task *t = s->task;
     cJSON_AddStringToObject(o, "state", !t ? "idle" : s->generating ? "generating" : "prompt");
-    cJSON_AddNumberToObject(o, "n_cached", s->n_cache_pub);
+    cJSON_AddNumberToObject(o, "n_cached", atomic_load(&s->n_cache_pub));
     if (!t) return;
     cJSON *task = cJSON_AddObjectToObject(o, "task");
     if (!task) return;
@@ -699,7 +705,7 @@ void srv_engine_stats(struct srv_engine *e, struct srv_engine_stats *out) {
     pthread_mutex_lock(&e->mu);
     for (int i = 0; i < e->n_slots; i++) {
         out->processing += e->slots[i].task != NULL;
-        out->kv_used += e->slots[i].n_cache_pub;
+        out->kv_used += atomic_load(&e->slots[i].n_cache_pub);
     }
     out->deferred = e->q_len;
     out->parked = e->parked_pub;

@@ -64,12 +64,18 @@ void srv_metrics_response(struct srv_metrics *m, const char *route, unsigned sta
     pthread_mutex_unlock(&m->mu);
 }
 
-void srv_metrics_step(struct srv_metrics *m, int32_t n_prompt, int32_t n_gen, int32_t n_sampled, int n_busy,
-                      int n_decode, double seconds) {
+void srv_metrics_sampled(struct srv_metrics *m) {
+    if (!m) return;
+    pthread_mutex_lock(&m->mu);
+    m->predicted++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_step(struct srv_metrics *m, int32_t n_prompt, int32_t n_gen, int n_busy, int n_decode,
+                      double seconds) {
     if (!m) return;
     pthread_mutex_lock(&m->mu);
     m->prompt_tokens += (unsigned long long)n_prompt;
-    m->predicted += (unsigned long long)n_sampled;
     m->n_decode += (unsigned long long)n_decode;
     m->busy_slot_sum += (unsigned long long)n_busy * (unsigned long long)n_decode;
     /* the step's time shared between its prompt and its generated tokens */
@@ -95,9 +101,13 @@ void srv_metrics_request(struct srv_metrics *m, int32_t n_cached, int32_t n_evic
     pthread_mutex_unlock(&m->mu);
 }
 
-void srv_metrics_shared(struct srv_metrics *m, int32_t n_tokens) {
+void srv_metrics_shared(struct srv_metrics *m, int32_t n_tokens, bool was_miss) {
     if (!m) return;
     pthread_mutex_lock(&m->mu);
+    if (was_miss && m->misses > 0) { /* its own slot had nothing, another's had: a hit after all */
+        m->misses--;
+        m->hits++;
+    }
     m->shared++;
     m->shared_tokens += (unsigned long long)n_tokens;
     m->prompt_cached += (unsigned long long)n_tokens;
@@ -205,7 +215,7 @@ char *srv_metrics_render(struct srv_metrics *m, const struct srv_engine_stats *e
     metric(&o, "kiln_kv_cells_used", "gauge", "Tokens the slots hold in the KV cache (a shared cell once per slot)",
            es->kv_used);
     metric(&o, "kiln_kv_cells_total", "gauge", "KV cache cells", es->kv_total);
-    metric(&o, "kiln_prefix_cache_hits_total", "counter", "Requests that reused cached prompt tokens",
+    metric(&o, "kiln_prefix_cache_hits_total", "counter", "Requests that reused cached prompt tokens (any slot's)",
            (double)m->hits);
     metric(&o, "kiln_prefix_cache_misses_total", "counter", "Requests that reused no cached prompt token",
            (double)m->misses);

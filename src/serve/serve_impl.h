@@ -178,16 +178,18 @@ struct srv_metrics *srv_metrics_new(void);
 void srv_metrics_free(struct srv_metrics *m);
 /* A response sent: route is a route table path (NULL: unmatched). */
 void srv_metrics_response(struct srv_metrics *m, const char *route, unsigned status);
-/* One engine step: prompt and generated tokens decoded, tokens sampled, slots busy, kiln_decode calls,
- * its duration. */
-void srv_metrics_step(struct srv_metrics *m, int32_t n_prompt, int32_t n_gen, int32_t n_sampled, int n_busy,
-                      int n_decode, double seconds);
+/* One decode: prompt and generated tokens, slots busy, kiln_decode calls, its duration. */
+void srv_metrics_step(struct srv_metrics *m, int32_t n_prompt, int32_t n_gen, int n_busy, int n_decode,
+                      double seconds);
+/* A token sampled (llamacpp:tokens_predicted_total). */
+void srv_metrics_sampled(struct srv_metrics *m);
 /* A request took a slot: prompt tokens reused, cached tokens of the slot's earlier request dropped,
  * prompt + generation limit. */
 void srv_metrics_request(struct srv_metrics *m, int32_t n_cached, int32_t n_evicted, int32_t n_tokens);
 void srv_metrics_ttft(struct srv_metrics *m, double seconds);
-/* A prompt continued from n_tokens cells another slot decoded. */
-void srv_metrics_shared(struct srv_metrics *m, int32_t n_tokens);
+/* A prompt continued from n_tokens cells another slot decoded (was_miss: its own slot had
+ * given it nothing, so srv_metrics_request counted a miss). */
+void srv_metrics_shared(struct srv_metrics *m, int32_t n_tokens, bool was_miss);
 void srv_metrics_timeout(struct srv_metrics *m);
 void srv_metrics_rejected(struct srv_metrics *m);
 /* The Prometheus text (malloc'd), NULL when out of memory. */
