@@ -70,7 +70,8 @@ if mode == "metrics":
             "temperature": 0, "ignore_eos": True}
     st, _, j, _ = req("POST", "/completion", body)
     check("completion 200", st == 200, st)
-    t = (j or {}).get("timings", {})
+    first = j or {}
+    t = first.get("timings", {})
     m1 = metrics()
     check("prompt_tokens_total moved by timings.prompt_n", delta(m0, m1, "llamacpp:prompt_tokens_total") == t.get("prompt_n"),
           (delta(m0, m1, "llamacpp:prompt_tokens_total"), t))
@@ -94,7 +95,8 @@ if mode == "metrics":
     check("prompt_tokens_cached_total moved by timings.cache_n",
           delta(m1, m2, "llamacpp:prompt_tokens_cached_total") == t2.get("cache_n"))
     check("prompt_tokens_total moved by timings.prompt_n", delta(m1, m2, "llamacpp:prompt_tokens_total") == t2.get("prompt_n"))
-    check("the same answer warm", (j or {}).get("content") is not None)
+    check("the same answer warm", (j or {}).get("content") == first.get("content") and first.get("content"),
+          ((j or {}).get("content"), first.get("content")))
 
     # errors counted by route and status; unknown paths fold into one label
     req("POST", "/v1/completions", "{not json")
