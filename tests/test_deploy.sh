@@ -12,14 +12,8 @@ nginx=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$nginx" ] || { echo "SKIP: nginx is not installed (scripts/deps.sh test installs it)"; exit 77; }
 
 ngx=$tmp/nginx
-mkdir -p "$ngx"
-run_nginx=("$nginx")
-if [ "$(id -u)" = 0 ]; then
-  # root: nginx still runs as nobody, with only its own directory writable
-  chmod 711 "$tmp"
-  chown 65534:65534 "$ngx"
-  run_nginx=(setpriv --reuid=65534 --regid=65534 --clear-groups "$nginx")
-fi
+# nginx runs as nobody when the test runs as root: it must reach its directory
+[ "$(id -u)" = 0 ] && chmod 711 "$tmp"
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # two replicas, each with --drain so SIGTERM finishes what runs
@@ -30,27 +24,12 @@ srv_start "$tmp/b.log" "${replica_args[@]}" || { kill $pid_a; tu_finish test_dep
 pb=$port pid_b=$pid
 np=$(free_port)
 
-# the shipped config with these ports, inside a minimal nginx.conf of our own paths
-sed -e "s/127\.0\.0\.1:8081/127.0.0.1:$pa/; s/127\.0\.0\.1:8082/127.0.0.1:$pb/; s/127\.0\.0\.1:8080/127.0.0.1:$np/" \
-  "$src/deploy/kiln-nginx.conf" >"$ngx/kiln.conf"
-check "the config names both replicas twice" test "$(grep -c "127.0.0.1:\($pa\|$pb\) " "$ngx/kiln.conf")" = 4
-cat >"$ngx/nginx.conf" <<CONF
-worker_processes 1;
-events { worker_connections 512; }
-http {
-    access_log $ngx/access.log;
-    client_body_temp_path $ngx/body;
-    proxy_temp_path $ngx/proxy;
-    fastcgi_temp_path $ngx/fastcgi;
-    uwsgi_temp_path $ngx/uwsgi;
-    scgi_temp_path $ngx/scgi;
-    include $ngx/kiln.conf;
-}
-CONF
-[ "$(id -u)" = 0 ] && chown 65534:65534 "$ngx"/*
-globals="daemon off; pid $ngx/nginx.pid; error_log $ngx/error.log notice;"
-check "nginx -t accepts the config" exit_is 0 "${run_nginx[@]}" -p "$ngx/" -c "$ngx/nginx.conf" -g "$globals" -t
-"${run_nginx[@]}" -p "$ngx/" -c "$ngx/nginx.conf" -g "$globals" 2>"$ngx/stderr" &
+check "nginx-local.sh: a replica that is not a port" exit_is 2 "$src/deploy/nginx-local.sh" "$ngx" "$np" 80x
+check "nginx-local.sh: no replica" exit_is 2 "$src/deploy/nginx-local.sh" "$ngx" "$np"
+# the shipped config with these ports (deploy/nginx-local.sh: own prefix, pid, logs)
+check "nginx -t accepts the config" exit_is 0 "$src/deploy/nginx-local.sh" "$ngx" "$np" "$pa" "$pb" -t
+check "the config names both replicas twice" test "$(grep -c "server 127.0.0.1:\($pa\|$pb\) " "$ngx/kiln.conf")" = 4
+"$src/deploy/nginx-local.sh" "$ngx" "$np" "$pa" "$pb" 2>"$tmp/nginx.err" &
 pid_n=$!
 up=0
 for _ in $(seq 100); do
@@ -58,7 +37,7 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 check "nginx answers /health" test $up = 1
-[ $up = 1 ] || cat "$ngx/stderr" "$ngx/error.log" >&2
+[ $up = 1 ] || cat "$tmp/nginx.err" "$ngx/error.log" >&2
 
 if [ $up = 1 ]; then
   check "sessions and least_conn" timeout $limit python3 "$src/tests/deploy_check.py" spread "$np" "$pa" "$pb"
