@@ -4,7 +4,7 @@
 # (--request-timeout, --queue, --max-body) on a server started with them.
 # and prompts continuing from cells other slots decoded (same tokens as a server
 # that reuses nothing; each shared prompt evaluated once).
-# usage: serve_metrics.py PORT MODE [REF_PORT]   (MODE: metrics | limits | prefix | park)
+# usage: serve_metrics.py PORT MODE [REF_PORT]   (MODE: metrics | limits | prefix | park | park2)
 import http.client, json, os, re, sys, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -204,7 +204,7 @@ elif mode == "limits":
     st, _, j, _ = req("GET", "/health")
     check("healthy after", st == 200)
 
-if mode in ("prefix", "park"):
+if mode in ("prefix", "park", "park2"):
     # REF_PORT: a one-slot server that reuses nothing (the reference)
     ref_port = int(sys.argv[3])
 
@@ -347,5 +347,47 @@ elif mode == "park":
     m5 = metrics()
     check("parked runs evicted for it", delta(m4, m5, "kiln_prefix_cache_evictions_total") >= 1 and
           m5.get("kiln_prefix_cache_parked_tokens") == 0, m5.get("kiln_prefix_cache_parked_tokens"))
+
+elif mode == "park2":
+    # PORT: two slots, -c 2048, --cache-ram 1: a running request continues from a parked
+    # prefix; that entry is evicted while it runs; the request's tokens do not change
+    def long_ids(prompt, on=None):
+        global port
+        keep, port = port, on or port
+        try:
+            st, _, j, _ = req("POST", "/completion", {"prompt": prompt, "n_predict": 300, "temperature": 0,
+                                                      "ignore_eos": True, "n_probs": 1})
+        finally:
+            port = keep
+        return st, [p["id"] for p in (j or {}).get("completion_probabilities", [])], (j or {}).get("timings", {})
+
+    q = " Question 1: who spoke?"
+    ref_long = long_ids(system("A") + q, on=ref_port)[1]
+    check("reference answered", len(ref_long) == 300, len(ref_long))
+    ask(system("A") + " Question 0: who spoke?")  # slot 0
+    ask("And Noah said")                             # slot 1
+    ask(system("B") + q)                             # slot 0 again: A0 parked
+    m0 = metrics()
+    check("A0 parked", m0.get("kiln_prefix_cache_parked_tokens", 0) > 400, m0.get("kiln_prefix_cache_parked_tokens"))
+    out = {}
+    th = threading.Thread(target=lambda: out.setdefault("r", long_ids(system("A") + q)))
+    th.start()
+    running = False
+    for _ in range(600):  # until it generates, continuing from the parked A0
+        st, _, slots, _ = req("GET", "/slots")
+        running = any(x.get("state") == "generating" and x.get("task", {}).get("n_decoded", 0) > 0
+                      for x in (slots or []))
+        if running or not th.is_alive():
+            break
+        time.sleep(0.01)
+    check("the long request runs", running)
+    ask(system("C") + q)  # parks B0: past the budget, A0 (which the running request shares) goes
+    m1 = metrics()
+    th.join(120)
+    st, got, t = out.get("r", (0, [], {}))
+    check("it continued from the parked prefix", t.get("cache_n", 0) > 400, t)
+    check("A0 evicted while it ran", delta(m0, m1, "kiln_prefix_cache_evictions_total") >= 1 and
+          m1.get("kiln_prefix_cache_parked_tokens", 0) < m0.get("kiln_prefix_cache_parked_tokens", 0) + 400, (m0, m1))
+    check("its 300 tokens equal the reference's", got == ref_long, (len(got), got[:10], ref_long[:10]))
 
 finish("serve_metrics " + mode)

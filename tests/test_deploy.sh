@@ -16,8 +16,8 @@ ngx=$tmp/nginx
 [ "$(id -u)" = 0 ] && chmod 711 "$tmp"
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-# two replicas, each with --drain so SIGTERM finishes what runs
-replica_args=(-np 4 -c 2048 --drain 30)
+# two replicas, each with --drain so SIGTERM finishes what runs, and the limits on
+replica_args=(-np 4 -c 2048 --drain 30 --queue 32 --request-timeout 120 --max-body 65536)
 srv_start "$tmp/a.log" "${replica_args[@]}" || { tu_finish test_deploy; exit; }
 pa=$port pid_a=$pid
 srv_start "$tmp/b.log" "${replica_args[@]}" || { kill $pid_a; tu_finish test_deploy; exit; }

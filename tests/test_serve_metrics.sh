@@ -41,6 +41,12 @@ if check "reference server starts" srv_start "$tmp/ref.log" -np 1 -c 1024 --no-p
       "$port" park "$ref_port"
     check "SIGTERM: exit 0" srv_stop "$tmp/park.log"
   fi
+  # two slots: a parked prefix evicted while a request continuing from it runs
+  if check "server with 2 slots and --cache-ram 1 starts" srv_start "$tmp/park2.log" -np 2 -c 2048 --cache-ram 1; then
+    check "eviction under a running request keeps its tokens" timeout $limit python3 \
+      "$src/tests/serve_metrics.py" "$port" park2 "$ref_port"
+    check "SIGTERM: exit 0" srv_stop "$tmp/park2.log"
+  fi
   check "reference SIGTERM: exit 0" srv_stop "$tmp/ref.log" TERM "$ref_pid"
 fi
 
