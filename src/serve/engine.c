@@ -636,7 +636,7 @@ struct srv_engine *srv_engine_new(const struct kiln_model *model, struct kiln_co
     }
     for (int i = 0; i < e->n_slots; i++) e->slots[i].id = i;
     /* the context's sequences past the slots hold the prefix cache */
-    int n_park = p->cache_ram_mib != 0 ? (int)kiln_n_seq_max(ctx) - e->n_slots : 0;
+    int n_park = p->cache_ram_mib != 0 && p->prefix_share ? (int)kiln_n_seq_max(ctx) - e->n_slots : 0;
     e->pcache = n_park > 0 ? srv_pcache_new(ctx, e->n_slots, n_park, p->cache_ram_mib, NULL) : NULL;
     if (n_park > 0 && !e->pcache) {
         snprintf(err, errlen, "out of memory");

@@ -94,7 +94,7 @@ int cmd_serve(int argc, char **argv) {
     }
     if (!ma.model_path) return tool_usage_error(cmd, "-m MODEL is required");
     /* spare sequences past the slots hold the prefix cache (up to 16 prefixes) */
-    int n_park = sp.cache_ram_mib != 0 ? (64 - sp.n_parallel < 16 ? 64 - sp.n_parallel : 16) : 0;
+    int n_park = sp.cache_ram_mib != 0 && sp.prefix_share ? (64 - sp.n_parallel < 16 ? 64 - sp.n_parallel : 16) : 0;
     ma.cparams.n_seq_max = (uint32_t)(sp.n_parallel + n_park);
 
     /* SIGINT/SIGTERM are taken by sigwait below: blocked here, before any thread
