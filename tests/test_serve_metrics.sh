@@ -17,18 +17,18 @@ check "--drain not a number" exit_is 2 "$kiln" serve -m "$model" --drain soon
 check "--help names /metrics" exit_is 0 "$kiln" serve --help
 check "--help names --drain" grep -q -- "--drain" "$tmp/out"
 
-if check "server starts" srv_start "$tmp/metrics.log" -np 2 -c 1024; then
+if check "server starts" srv_start "$tmp/metrics.log" -np 2 -c 4096; then
   check "metrics, slots, props" timeout $limit python3 "$src/tests/serve_metrics.py" "$port" metrics
   check "SIGTERM: exit 0" srv_stop "$tmp/metrics.log"
 fi
 
-if check "server with limits starts" srv_start "$tmp/limits.log" -np 1 -c 1024 --queue 1 --request-timeout 2 --max-body 2048; then
+if check "server with limits starts" srv_start "$tmp/limits.log" -np 1 -c 4096 --queue 1 --request-timeout 2 --max-body 2048; then
   check "request timeout, queue, body limit" timeout $limit python3 "$src/tests/serve_metrics.py" "$port" limits
   check "SIGTERM: exit 0" srv_stop "$tmp/limits.log"
 fi
 
 # shared prefixes: 4 slots against a one-slot server that reuses nothing (the reference)
-if check "reference server starts" srv_start "$tmp/ref.log" -np 1 -c 1024 --no-prefix-share --cache-ram 0; then
+if check "reference server starts" srv_start "$tmp/ref.log" -np 1 -c 2048 --no-prefix-share --cache-ram 0; then
   ref_pid=$pid ref_port=$port
   if check "server with 4 slots starts" srv_start "$tmp/prefix.log" -np 4 -c 4096; then
     check "shared prefixes: same tokens, evaluated once" timeout $limit python3 "$src/tests/serve_metrics.py" \
@@ -42,7 +42,7 @@ if check "reference server starts" srv_start "$tmp/ref.log" -np 1 -c 1024 --no-p
     check "SIGTERM: exit 0" srv_stop "$tmp/park.log"
   fi
   # two slots: a parked prefix evicted while a request continuing from it runs
-  if check "server with 2 slots and --cache-ram 1 starts" srv_start "$tmp/park2.log" -np 2 -c 2048 --cache-ram 1; then
+  if check "server with 2 slots and --cache-ram 1 starts" srv_start "$tmp/park2.log" -np 2 -c 4096 --cache-ram 1; then
     check "eviction under a running request keeps its tokens" timeout $limit python3 \
       "$src/tests/serve_metrics.py" "$port" park2 "$ref_port"
     check "SIGTERM: exit 0" srv_stop "$tmp/park2.log"
