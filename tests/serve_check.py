@@ -68,9 +68,9 @@ def metrics(headers=None):
     st, _, _, raw = req("GET", "/metrics", headers=headers)
     out = {}
     for line in raw.decode().splitlines():
-        if line and not line.startswith("#"):
+        if line.startswith("llamacpp:"):  # llama-server's names; kiln's own series are test_serve_metrics'
             k, v = line.split()
-            out[k.split(":", 1)[1]] = int(v)
+            out[k.split(":", 1)[1]] = float(v)
     return out
 
 
@@ -297,8 +297,9 @@ b = a + gen + post("/tokenize", {"content": " And he said"})[2]["tokens"]
 st, _, g2, _ = post("/completion", {"prompt": b, "n_predict": 2, "temperature": 0})
 held = a + gen[:-1]
 lcp = next((i for i in range(min(len(held), len(b))) if held[i] != b[i]), min(len(held), len(b)))
-check("cache_prompt: tokens_cached = common prefix with the slot's cache", g2["tokens_cached"] == lcp and
-      g2["timings"]["prompt_n"] == len(b) - lcp, (g2["timings"], lcp, len(b)))
+# at least that: the shared prefix cache (issue 18) may hold a longer run than the slot
+check("cache_prompt: tokens_cached >= common prefix with the slot's cache", g2["tokens_cached"] >= lcp and
+      g2["timings"]["prompt_n"] == len(b) - g2["tokens_cached"], (g2["timings"], lcp, len(b)))
 st, _, g3, _ = post("/completion", {"prompt": b, "n_predict": 2, "temperature": 0, "cache_prompt": False})
 check("cache_prompt false evaluates everything", g3["timings"]["prompt_n"] == len(b) and g3["content"] == g2["content"],
       g3["timings"])

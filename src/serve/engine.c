@@ -24,6 +24,7 @@ struct srv_slot {
     int32_t next;
     int32_t n_gen;
     uint64_t last_used, order;
+    atomic_int n_cache_pub; /* n_cache for other threads (GET /slots, metrics), set before a task sees its tokens */
 };
 
 struct srv_engine {
@@ -44,7 +45,10 @@ struct srv_engine {
     int q_head, q_len;
     bool stop;
     uint64_t tick;
-    uint64_t n_prompt_total, n_predicted_total; /* under mu */
+    struct srv_metrics *metrics; /* NULL: not counted */
+    int n_busy_step;             /* slots with a task in this step */
+    struct srv_prefix_cache *pcache; /* on the sequences past the slots' */
+    long long parked_pub;            /* its tokens as of the last step, under mu */
 };
 
 double srv_now(void) {
@@ -122,7 +126,6 @@ static void slot_release(struct srv_engine *e, struct srv_slot *s, bool drop_cel
     }
     pthread_mutex_lock(&e->mu);
     struct srv_task *t = s->task;
-    e->n_predicted_total += (uint64_t)s->n_gen;
     s->task = NULL;
     s->generating = false;
     s->last_used = ++e->tick;
@@ -167,6 +170,9 @@ static struct srv_slot *pick_slot(struct srv_engine *e, const struct srv_task *t
 static void slot_start(struct srv_engine *e, struct srv_slot *s, struct srv_task *t, int32_t lcp) {
     /* at least the prompt's last token is decoded again: its logits are needed */
     int32_t keep = lcp < t->n_prompt ? lcp : t->n_prompt - 1;
+    bool parked = srv_pcache_park(e->pcache, s->id, s->cache, s->n_cache, keep, t->prompt, t->n_prompt);
+    srv_metrics_request(e->metrics, keep, s->n_cache > keep && !parked ? s->n_cache - keep : 0,
+                        t->n_predict > 0 ? t->n_prompt + t->n_predict : e->n_ctx_slot);
     kiln_kv_seq_rm(e->ctx, s->id, keep, -1);
     s->n_cache = keep;
     s->task = t;
@@ -267,6 +273,7 @@ static void slot_sample(struct srv_engine *e, struct srv_slot *s, const float *l
     }
     kiln_sampler_accept(t->smpl, tok);
     s->n_gen++;
+    srv_metrics_sampled(e->metrics); /* before the client can see the token */
     struct srv_tok rec = {.id = tok};
     if (t->want_logprobs || t->n_probs > 0) logprobs(logits, e->n_vocab, tok, t->n_probs, &rec);
     bool eog = kiln_vocab_is_eog(e->v, tok);
@@ -276,7 +283,10 @@ static void slot_sample(struct srv_engine *e, struct srv_slot *s, const float *l
 
     pthread_mutex_lock(&t->mu);
     double now = srv_now();
-    if (!s->generating) t->t_first = now;
+    if (!s->generating) {
+        t->t_first = now;
+        srv_metrics_ttft(e->metrics, now - t->t_queued);
+    }
     t->n_gen = s->n_gen;
     const char *finish = NULL;
     bool oom = false;
@@ -345,6 +355,66 @@ static void slot_sample(struct srv_engine *e, struct srv_slot *s, const float *l
     }
 }
 
+/* ------------------------------------------------------------------ shared prefixes */
+
+/* Every slot's cached tokens together are the prefix tree: a prompt may continue
+ * from cells any other slot decoded (busy or idle), shared through the runtime's
+ * sequence copy (a cell then belongs to both sequences; no K/V row is copied), so
+ * N requests with one system prompt compute it once. Batch invariance makes a
+ * shared cell's K/V identical to the one this slot would have computed. */
+
+/* Take the longest run of t's prompt past s->n_cache that another slot has decoded. */
+static void share_prefix(struct srv_engine *e, struct srv_slot *s) {
+    struct srv_task *t = s->task;
+    int32_t limit = t->n_prompt - 1; /* the last prompt token is decoded here: its logits are needed */
+    if (!t->cache_prompt || !e->p.prefix_share || s->n_cache >= limit) return;
+    struct srv_slot *from = NULL;
+    int32_t best = s->n_cache;
+    for (int i = 0; i < e->n_slots; i++) {
+        struct srv_slot *o = &e->slots[i];
+        if (o == s || o->n_cache <= best) continue;
+        int32_t lcp = common_prefix(o->cache, o->n_cache, t->prompt, limit);
+        if (lcp > best) {
+            best = lcp;
+            from = o;
+        }
+    }
+    int32_t from_seq = from ? from->id : -1, pseq = -1;
+    int32_t plcp = srv_pcache_best(e->pcache, t->prompt, limit, &pseq);
+    if (plcp > best) {
+        best = plcp;
+        from_seq = pseq;
+    }
+    if (from_seq < 0) return;
+    int32_t n0 = s->n_cache;
+    if (!kiln_kv_seq_cp(e->ctx, from_seq, s->id, n0, best)) return;
+    for (int32_t p = n0; p < best; p++)
+        if (!cache_push(s, t->prompt[p])) { /* out of memory: give back what was taken */
+            kiln_kv_seq_rm(e->ctx, s->id, n0, -1);
+            s->n_cache = n0;
+            return;
+        }
+    srv_metrics_shared(e->metrics, best - n0, n0 == 0 && t->n_cached == 0);
+    pthread_mutex_lock(&t->mu);
+    t->n_cached = best;
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* An earlier prompt still being decoded will compute t's next tokens: wait for it
+ * rather than compute them twice (only on earlier ones: no cycle, and it never
+ * waits on a slot that waits). */
+static bool should_wait(struct srv_engine *e, const struct srv_slot *s) {
+    const struct srv_task *t = s->task;
+    if (!t->cache_prompt || !e->p.prefix_share) return false;
+    for (int i = 0; i < e->n_slots; i++) {
+        const struct srv_slot *o = &e->slots[i];
+        if (o == s || !o->task || o->generating || o->order > s->order || o->n_cache >= o->task->n_prompt) continue;
+        int32_t lcp = common_prefix(o->task->prompt, o->task->n_prompt, t->prompt, t->n_prompt - 1);
+        if (lcp > s->n_cache) return true;
+    }
+    return false;
+}
+
 /* ------------------------------------------------------------------ the step */
 
 /* Decode batch entries [lo, hi); when the cache has no contiguous room for them all,
@@ -353,7 +423,21 @@ static void decode_range(struct srv_engine *e, int32_t lo, int32_t hi) {
     struct kiln_batch *b = &e->batch;
     struct kiln_batch view = {.n_tokens = hi - lo, .capacity = hi - lo, .token = b->token + lo, .pos = b->pos + lo,
                               .seq_id = b->seq_id + lo, .logits = b->logits + lo};
-    int rc = kiln_decode(e->ctx, &view);
+    double t0 = srv_now();
+    int rc = kiln_decode(e->ctx, &view), calls = 1;
+    /* no room: parked prefixes give way to running sequences first (the cache is unchanged on error) */
+    while (rc == -2 && srv_pcache_evict_lru(e->pcache)) {
+        rc = kiln_decode(e->ctx, &view);
+        calls++;
+    }
+    /* counted before any token of it is published: a client that got its answer reads
+     * /metrics with it */
+    int32_t n_prompt = 0, n_gen = 0;
+    for (int32_t i = lo; rc == 0 && i < hi; i++) {
+        if (e->slots[b->seq_id[i]].generating) n_gen++;
+        else n_prompt++;
+    }
+    srv_metrics_step(e->metrics, n_prompt, n_gen, e->n_busy_step, calls, srv_now() - t0);
     if (rc == -2 && hi - lo > 1) {
         int32_t mid = lo + (hi - lo) / 2;
         decode_range(e, lo, mid);
@@ -371,17 +455,13 @@ static void decode_range(struct srv_engine *e, int32_t lo, int32_t hi) {
             slot_release(e, s, true);
             continue;
         }
-        if (!s->generating) {
-            pthread_mutex_lock(&e->mu);
-            e->n_prompt_total++;
-            pthread_mutex_unlock(&e->mu);
-        }
         if (!cache_push(s, b->token[i])) {
             task_fail(s->task, 500, "out of memory");
             s->failed = true;
             slot_release(e, s, true);
             continue;
         }
+        atomic_store(&s->n_cache_pub, s->n_cache);
         if (b->logits[i]) slot_sample(e, s, kiln_get_logits_ith(e->ctx, i - lo));
     }
 }
@@ -390,6 +470,7 @@ static void step(struct srv_engine *e) {
     struct kiln_batch *b = &e->batch;
     kiln_batch_clear(b);
     int n_gen = 0;
+    double t0 = srv_now();
     for (int i = 0; i < e->n_slots; i++) {
         struct srv_slot *s = &e->slots[i];
         s->failed = false;
@@ -398,6 +479,13 @@ static void step(struct srv_engine *e) {
         if (atomic_load(&s->task->cancel)) {
             task_fail(s->task, 499, "the client closed the connection");
             slot_release(e, s, true);
+            continue;
+        }
+        if (s->task->deadline > 0 && t0 > s->task->deadline) {
+            /* the cache holds only decoded tokens: it stays valid for a later prefix */
+            task_fail(s->task, 504, "the request ran past the server's --request-timeout");
+            srv_metrics_timeout(e->metrics);
+            slot_release(e, s, false);
             continue;
         }
         if (s->generating) {
@@ -417,6 +505,11 @@ static void step(struct srv_engine *e) {
                 next = s;
         }
         if (!next || budget <= 0) break;
+        share_prefix(e, next);
+        if (should_wait(e, next)) {
+            next->in_batch = true; /* handled this step: nothing to decode */
+            continue;
+        }
         const struct srv_task *t = next->task;
         int32_t n = t->n_prompt - next->n_cache;
         if (n > budget) n = budget;
@@ -427,9 +520,32 @@ static void step(struct srv_engine *e) {
         budget -= n;
         next->in_batch = true;
     }
+    e->n_busy_step = 0;
+    for (int i = 0; i < e->n_slots; i++) e->n_busy_step += e->slots[i].task != NULL;
     if (b->n_tokens > 0) decode_range(e, 0, b->n_tokens);
     for (int i = 0; i < e->n_slots; i++)
         if (e->slots[i].failed) kiln_kv_seq_rm(e->ctx, i, 0, -1); /* cells its later tokens took */
+    pthread_mutex_lock(&e->mu);
+    for (int i = 0; i < e->n_slots; i++) atomic_store(&e->slots[i].n_cache_pub, e->slots[i].n_cache);
+    e->parked_pub = srv_pcache_tokens(e->pcache);
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* Fail the queued tasks whose deadline passed (e->mu held); the rest keep their order. */
+static void expire_queued(struct srv_engine *e) {
+    double now = srv_now();
+    int kept = 0;
+    for (int k = 0; k < e->q_len; k++) {
+        struct srv_task *t = e->queue[(e->q_head + k) % e->p.queue_max];
+        if (t->deadline > 0 && now > t->deadline) {
+            task_fail(t, 504, "the request waited past the server's --request-timeout");
+            srv_metrics_timeout(e->metrics);
+            srv_task_unref(t);
+            continue;
+        }
+        e->queue[(e->q_head + kept++) % e->p.queue_max] = t;
+    }
+    e->q_len = kept;
 }
 
 static bool any_active(const struct srv_engine *e) {
@@ -447,6 +563,7 @@ static void *loop(void *arg) {
             pthread_mutex_unlock(&e->mu);
             break;
         }
+        expire_queued(e);
         while (e->q_len > 0) {
             struct srv_task *t = e->queue[e->q_head];
             int32_t lcp = 0;
@@ -503,6 +620,14 @@ struct srv_engine *srv_engine_new(const struct kiln_model *model, struct kiln_co
         return NULL;
     }
     for (int i = 0; i < e->n_slots; i++) e->slots[i].id = i;
+    /* the context's sequences past the slots hold the prefix cache */
+    int n_park = p->cache_ram_mib != 0 && p->prefix_share ? (int)kiln_n_seq_max(ctx) - e->n_slots : 0;
+    e->pcache = n_park > 0 ? srv_pcache_new(ctx, e->n_slots, n_park, p->cache_ram_mib, NULL) : NULL;
+    if (n_park > 0 && !e->pcache) {
+        snprintf(err, errlen, "out of memory");
+        srv_engine_free(e);
+        return NULL;
+    }
     kiln_kv_clear(ctx);
     if (pthread_create(&e->thread, NULL, loop, e) != 0) {
         snprintf(err, errlen, "cannot start the decode thread");
@@ -528,20 +653,47 @@ bool srv_engine_submit(struct srv_engine *e, struct srv_task *t) {
     return ok;
 }
 
-struct srv_counts srv_engine_counts(struct srv_engine *e) {
-    struct srv_counts c = {0};
-    pthread_mutex_lock(&e->mu);
-    for (int i = 0; i < e->n_slots; i++) c.processing += e->slots[i].task != NULL;
-    c.deferred = e->q_len;
-    c.prompt_tokens = e->n_prompt_total;
-    c.predicted_tokens = e->n_predicted_total;
-    pthread_mutex_unlock(&e->mu);
-    return c;
-}
-
 void srv_engine_poke(struct srv_engine *e) {
     pthread_mutex_lock(&e->mu);
     pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* GET /slots beyond llama-server's fields: state, cached tokens, the current request
+ * (e->mu held; the task's published fields under its own lock, e->mu before t->mu). */
+static void slot_json_more(struct srv_engine *e, const struct srv_slot *s, cJSON *o) {
+    (void)e;
+    struct srv_task *t = s->task;
+    cJSON_AddStringToObject(o, "state", !t ? "idle" : s->generating ? "generating" : "prompt");
+    cJSON_AddNumberToObject(o, "n_cached", atomic_load(&s->n_cache_pub));
+    if (!t) return;
+    cJSON *task = cJSON_AddObjectToObject(o, "task");
+    if (!task) return;
+    pthread_mutex_lock(&t->mu);
+    cJSON_AddStringToObject(task, "id", t->id);
+    cJSON_AddNumberToObject(task, "n_prompt", t->n_prompt);
+    cJSON_AddNumberToObject(task, "n_prompt_cached", t->n_cached);
+    cJSON_AddNumberToObject(task, "n_decoded", t->n_gen);
+    cJSON_AddNumberToObject(task, "n_predict", t->n_predict);
+    cJSON_AddBoolToObject(task, "stream", t->stream);
+    pthread_mutex_unlock(&t->mu);
+}
+
+void srv_engine_set_metrics(struct srv_engine *e, struct srv_metrics *m) {
+    e->metrics = m;
+    srv_pcache_set_metrics(e->pcache, m);
+}
+
+void srv_engine_stats(struct srv_engine *e, struct srv_engine_stats *out) {
+    *out = (struct srv_engine_stats){.n_slots = e->n_slots, .queue_max = e->p.queue_max,
+                                     .kv_total = kiln_n_ctx(e->ctx)};
+    pthread_mutex_lock(&e->mu);
+    for (int i = 0; i < e->n_slots; i++) {
+        out->processing += e->slots[i].task != NULL;
+        out->kv_used += atomic_load(&e->slots[i].n_cache_pub);
+    }
+    out->deferred = e->q_len;
+    out->parked = e->parked_pub;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -554,6 +706,7 @@ cJSON *srv_engine_slots_json(struct srv_engine *e) {
         cJSON_AddNumberToObject(o, "id", i);
         cJSON_AddNumberToObject(o, "n_ctx", e->n_ctx_slot);
         cJSON_AddBoolToObject(o, "is_processing", e->slots[i].task != NULL);
+        slot_json_more(e, &e->slots[i], o);
         cJSON_AddItemToArray(arr, o);
     }
     pthread_mutex_unlock(&e->mu);
@@ -590,6 +743,7 @@ void srv_engine_free(struct srv_engine *e) {
     if (!e) return;
     srv_engine_shutdown(e);
     for (int i = 0; e->slots && i < e->n_slots; i++) free(e->slots[i].cache);
+    srv_pcache_free(e->pcache);
     free(e->slots);
     free(e->queue);
     kiln_batch_free(&e->batch);

@@ -155,6 +155,7 @@ static enum MHD_Result reply_stream(struct srv_req *r, struct srv_task *t) {
     MHD_add_response_header(resp, "Content-Type", "text/event-stream");
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
     MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
+    srv_metrics_response(r->srv->metrics, r->route, 200);
     enum MHD_Result ret = MHD_queue_response(r->conn, 200, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -230,8 +231,14 @@ static enum MHD_Result generate(struct srv_req *r, enum srv_api api) {
     unsigned long long n = atomic_fetch_add(&s->next_id, 1);
     snprintf(t->id, sizeof t->id, "%s-kiln-%llu", api == SRV_API_CHAT ? "chatcmpl" : "cmpl", n);
     t->created = (long long)time(NULL);
+    if (atomic_load(&s->stopping)) { /* draining before exit */
+        srv_task_unref(t);
+        return srv_reply_error(r, 503, "the server is shutting down");
+    }
+    if (s->p.request_timeout_s > 0) t->deadline = t->t_queued + s->p.request_timeout_s;
     if (!srv_engine_submit(s->engine, t)) {
         srv_task_unref(t);
+        if (!atomic_load(&s->stopping)) srv_metrics_rejected(s->metrics);
         return srv_reply_error(r, 503, atomic_load(&s->stopping) ? "the server is shutting down"
                                                                   : "every slot is busy and the queue is full");
     }

@@ -27,7 +27,11 @@ struct kiln_server_params kiln_server_default_params(void) {
                                        .n_predict = -1,
                                        .queue_max = 64,
                                        .max_body = 4u << 20,
-                                       .prefill_chunk = 128};
+                                       .prefill_chunk = 128,
+                                       .request_timeout_s = 0,
+                                       .drain_s = 0,
+                                       .prefix_share = true,
+                                       .cache_ram_mib = 8192};
 }
 
 /* ------------------------------------------------------------------ replies */
@@ -44,6 +48,9 @@ static enum MHD_Result reply_body(struct srv_req *r, unsigned status, char *text
     MHD_add_response_header(resp, "Content-Type", type);
     MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*"); /* browsers' scripts too */
     if (extra_header) MHD_add_response_header(resp, extra_header, extra_value);
+    srv_metrics_response(r->srv->metrics, r->route, status);
+    /* draining: a kept-alive connection (a balancer's) must not bring more requests */
+    if (atomic_load(&r->srv->stopping)) MHD_add_response_header(resp, "Connection", "close");
     enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -170,6 +177,7 @@ static enum MHD_Result dispatch(struct srv_req *r) {
     }
     if (!path_known) return srv_reply_error(r, 404, "no route %s %s", r->method, r->url);
     if (!strcmp(r->method, "OPTIONS")) return reply_preflight(r, allow);
+    r->route = found ? found->path : NULL;
     if (!found) {
         char msg[128];
         snprintf(msg, sizeof msg, "%s does not take %s (use %s)", r->url, r->method, allow);
@@ -261,6 +269,12 @@ struct kiln_server *kiln_server_start(const struct kiln_server_params *p, char *
     atomic_init(&s->stopping, false);
     atomic_init(&s->in_flight, 0);
     atomic_init(&s->next_id, 0);
+    s->metrics = srv_metrics_new();
+    if (!s->metrics) {
+        snprintf(err, errlen, "out of memory");
+        free(s);
+        return NULL;
+    }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                      MHD_USE_ERROR_LOG | MHD_USE_ITC | (v6 ? MHD_USE_IPv6 : 0);
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_log, s,
@@ -271,6 +285,7 @@ struct kiln_server *kiln_server_start(const struct kiln_server_params *p, char *
     if (!s->daemon) {
         snprintf(err, errlen, "cannot listen on %s port %d (in use, or not an address of this machine?)", p->host,
                  p->port);
+        srv_metrics_free(s->metrics);
         free(s);
         return NULL;
     }
@@ -291,6 +306,7 @@ bool kiln_server_attach(struct kiln_server *s, const struct kiln_model *model, s
     snprintf(s->model_id, sizeof s->model_id, "%s", base ? base + 1 : model_path);
     s->model_path = strdup(model_path);
     s->engine = srv_engine_new(model, ctx, &s->p, err, errlen);
+    if (s->engine) srv_engine_set_metrics(s->engine, s->metrics); /* before /health turns 200: no task yet */
     if (!s->engine || !s->model_path) {
         if (s->engine && !s->model_path) snprintf(err, errlen, "out of memory");
         return false;
@@ -303,12 +319,18 @@ void kiln_server_stop(struct kiln_server *s) {
     if (!s) return;
     atomic_store(&s->stopping, true);
     MHD_socket ls = MHD_quiesce_daemon(s->daemon); /* no new connections */
+    /* closed now, not after the drain: a connecting client (a balancer) is refused at
+     * once and goes elsewhere instead of waiting in the backlog */
+    if (ls != MHD_INVALID_SOCKET) close(ls);
+    /* graceful: what runs may finish within --drain seconds (new requests get 503) */
+    for (long i = 0; i < s->p.drain_s * 100L && atomic_load(&s->in_flight) > 0; i++)
+        nanosleep(&(struct timespec){0, 10000000L}, NULL);
     if (s->engine) srv_engine_shutdown(s->engine); /* waiters get their error now */
     /* let them send it (bounded: a client that does not read is cut off) */
     for (int i = 0; i < 300 && atomic_load(&s->in_flight) > 0; i++) nanosleep(&(struct timespec){0, 10000000L}, NULL);
     MHD_stop_daemon(s->daemon);                    /* closes connections, joins their threads */
-    if (ls != MHD_INVALID_SOCKET) close(ls);
     srv_engine_free(s->engine);
+    srv_metrics_free(s->metrics);
     free(s->model_path);
     free(s);
 }

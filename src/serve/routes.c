@@ -51,36 +51,32 @@ enum MHD_Result srv_route_props(struct srv_req *r) {
     kiln_model_desc(s->model, desc, sizeof desc);
     cJSON_AddStringToObject(o, "model_desc", desc);
     cJSON_AddStringToObject(o, "build_info", "kiln");
+    /* the limits a client or a balancer plans with */
+    cJSON_AddNumberToObject(o, "n_ctx", kiln_n_ctx(s->ctx));
+    cJSON_AddNumberToObject(o, "n_ctx_slot", srv_engine_n_ctx_slot(s->engine));
+    cJSON_AddNumberToObject(o, "kv_cache_bytes", (double)kiln_kv_size_bytes(s->ctx));
+    cJSON_AddNumberToObject(o, "queue_max", s->p.queue_max);
+    cJSON_AddNumberToObject(o, "max_body", (double)s->p.max_body);
+    cJSON_AddNumberToObject(o, "request_timeout", s->p.request_timeout_s);
+    cJSON_AddNumberToObject(o, "drain_timeout", s->p.drain_s);
+    cJSON_AddBoolToObject(o, "prefix_share", s->p.prefix_share);
+    cJSON_AddNumberToObject(o, "cache_ram_mib", s->p.cache_ram_mib);
+    cJSON_AddNumberToObject(o, "prefix_cache_entries", (double)kiln_n_seq_max(s->ctx) - s->p.n_parallel);
     return srv_reply_json(r, 200, o);
+}
+
+enum MHD_Result srv_route_metrics(struct srv_req *r) {
+    struct srv_engine_stats es;
+    srv_engine_stats(r->srv->engine, &es);
+    char *text = srv_metrics_render(r->srv->metrics, &es);
+    if (!text) return srv_reply_error(r, 500, "out of memory");
+    return srv_reply_plain(r, 200, text); /* Prometheus text format */
 }
 
 enum MHD_Result srv_route_slots(struct srv_req *r) {
     cJSON *a = srv_engine_slots_json(r->srv->engine);
     if (!a) return srv_reply_error(r, 500, "out of memory");
     return srv_reply_json(r, 200, a);
-}
-
-/* Prometheus text with llama-server's metric names. */
-enum MHD_Result srv_route_metrics(struct srv_req *r) {
-    struct srv_counts c = srv_engine_counts(r->srv->engine);
-    char *text = NULL;
-    if (asprintf(&text,
-                 "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.\n"
-                 "# TYPE llamacpp:prompt_tokens_total counter\n"
-                 "llamacpp:prompt_tokens_total %llu\n"
-                 "# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.\n"
-                 "# TYPE llamacpp:tokens_predicted_total counter\n"
-                 "llamacpp:tokens_predicted_total %llu\n"
-                 "# HELP llamacpp:requests_processing Number of requests processing.\n"
-                 "# TYPE llamacpp:requests_processing gauge\n"
-                 "llamacpp:requests_processing %d\n"
-                 "# HELP llamacpp:requests_deferred Number of requests deferred.\n"
-                 "# TYPE llamacpp:requests_deferred gauge\n"
-                 "llamacpp:requests_deferred %d\n",
-                 (unsigned long long)c.prompt_tokens, (unsigned long long)c.predicted_tokens, c.processing,
-                 c.deferred) < 0)
-        return srv_reply_error(r, 500, "out of memory");
-    return srv_reply_plain(r, 200, text);
 }
 
 enum MHD_Result srv_route_tokenize(struct srv_req *r) {

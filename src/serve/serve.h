@@ -21,6 +21,11 @@ struct kiln_server_params {
     int queue_max;        /* requests waiting for a slot before 503 */
     size_t max_body;      /* request body limit in bytes (413 beyond) */
     int prefill_chunk;    /* most prompt tokens per step while other slots generate */
+    int request_timeout_s; /* a generation still running (or waiting) after this many seconds: 504; 0: none */
+    int drain_s;           /* on stop: stop accepting, let what runs finish for up to this many seconds */
+    bool prefix_share;     /* a prompt may continue from cells another slot decoded (and parked ones) */
+    int cache_ram_mib;     /* KV cells kept for prefixes after their slot moved on, MiB (-1: no limit, 0: none);
+                            * they live on the context's sequences past n_parallel */
 };
 struct kiln_server_params kiln_server_default_params(void);
 

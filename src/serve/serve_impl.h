@@ -68,6 +68,7 @@ struct srv_task {
     int32_t n_cached;    /* prompt tokens the slot's cache already held */
     int slot;
     double t_queued, t_start, t_first, t_end;
+    double deadline; /* srv_now() past which the engine stops it (504); 0: none */
 
     atomic_bool cancel; /* the client is gone */
     atomic_int refs;
@@ -93,11 +94,6 @@ void srv_engine_free(struct srv_engine *e);
 int32_t srv_engine_n_ctx_slot(const struct srv_engine *e);
 /* {"id", "n_ctx", "is_processing"} per slot (GET /slots). */
 cJSON *srv_engine_slots_json(struct srv_engine *e);
-struct srv_counts {
-    int processing, deferred;                 /* requests in slots, waiting in the queue */
-    uint64_t prompt_tokens, predicted_tokens; /* evaluated since the start */
-};
-struct srv_counts srv_engine_counts(struct srv_engine *e);
 
 /* ---- the server object the routes see */
 struct kiln_server {
@@ -115,6 +111,7 @@ struct kiln_server {
     char *model_path;
     atomic_ullong next_id; /* response ids */
     atomic_int in_flight;  /* generation responses not yet sent completely */
+    struct srv_metrics *metrics;
 };
 
 /* ---- HTTP responses (http.c) */
@@ -124,6 +121,7 @@ struct srv_req {
     const char *method, *url;
     const char *body;
     size_t body_len;
+    const char *route; /* the matched route's path (metrics), NULL before routing */
 };
 enum MHD_Result srv_reply_json(struct srv_req *r, unsigned status, cJSON *json); /* takes json */
 enum MHD_Result srv_reply_plain(struct srv_req *r, unsigned status, char *text);  /* takes malloc'd text */
@@ -174,5 +172,57 @@ bool srv_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, si
 /* o[key] = s[0, len) as valid UTF-8 (invalid sequences become U+FFFD). */
 void srv_add_text(cJSON *o, const char *key, const char *s, size_t len);
 double srv_now(void);
+
+/* ---- metrics (metrics.c): counters the engine and the HTTP side bump, GET /metrics */
+struct srv_metrics;
+struct srv_engine_stats { /* the engine's gauges at one moment */
+    int processing, deferred, n_slots, queue_max;
+    long long kv_used, kv_total, parked;
+};
+struct srv_metrics *srv_metrics_new(void);
+void srv_metrics_free(struct srv_metrics *m);
+/* A response sent: route is a route table path (NULL: unmatched). */
+void srv_metrics_response(struct srv_metrics *m, const char *route, unsigned status);
+/* One decode: prompt and generated tokens, slots busy, kiln_decode calls, its duration. */
+void srv_metrics_step(struct srv_metrics *m, int32_t n_prompt, int32_t n_gen, int n_busy, int n_decode,
+                      double seconds);
+/* A token sampled (llamacpp:tokens_predicted_total). */
+void srv_metrics_sampled(struct srv_metrics *m);
+/* A request took a slot: prompt tokens reused, cached tokens of the slot's earlier request dropped,
+ * prompt + generation limit. */
+void srv_metrics_request(struct srv_metrics *m, int32_t n_cached, int32_t n_evicted, int32_t n_tokens);
+void srv_metrics_ttft(struct srv_metrics *m, double seconds);
+/* A prompt continued from n_tokens cells another slot decoded (was_miss: its own slot had
+ * given it nothing, so srv_metrics_request counted a miss). */
+void srv_metrics_shared(struct srv_metrics *m, int32_t n_tokens, bool was_miss);
+void srv_metrics_timeout(struct srv_metrics *m);
+void srv_metrics_rejected(struct srv_metrics *m);
+/* The Prometheus text (malloc'd), NULL when out of memory. */
+char *srv_metrics_render(struct srv_metrics *m, const struct srv_engine_stats *es);
+/* The engine bumps m from now on (set before the first task is submitted). */
+void srv_engine_set_metrics(struct srv_engine *e, struct srv_metrics *m);
+void srv_engine_stats(struct srv_engine *e, struct srv_engine_stats *out);
+enum MHD_Result srv_route_metrics(struct srv_req *r);
+/* An entry of the prefix cache was dropped (n_tokens tokens). */
+void srv_metrics_evicted(struct srv_metrics *m, int32_t n_tokens);
+
+/* ---- the prefix cache (prefix_cache.c): runs of tokens parked on spare sequences
+ * [first_seq, first_seq + n_seqs), budget_mib of KV cells (-1: no limit); used by the
+ * engine's thread only */
+struct srv_prefix_cache;
+struct srv_prefix_cache *srv_pcache_new(struct kiln_context *ctx, int32_t first_seq, int n_seqs, long long budget_mib,
+                                        struct srv_metrics *metrics);
+void srv_pcache_free(struct srv_prefix_cache *pc);
+void srv_pcache_set_metrics(struct srv_prefix_cache *pc, struct srv_metrics *m);
+/* Before seq drops its tokens past keep for the prompt want[0, n_want): keep tokens[0, n)
+ * (seq's cells 0 .. n-1) on a spare sequence, never evicting an entry want continues from;
+ * true when they are held now. */
+bool srv_pcache_park(struct srv_prefix_cache *pc, int32_t seq, const int32_t *tokens, int32_t n, int32_t keep,
+                     const int32_t *want, int32_t n_want);
+/* The longest prefix of prompt[0, limit) an entry holds, its sequence in *seq (0: none). */
+int32_t srv_pcache_best(struct srv_prefix_cache *pc, const int32_t *prompt, int32_t limit, int32_t *seq);
+/* Drop the least recently used entry; false when none is left. */
+bool srv_pcache_evict_lru(struct srv_prefix_cache *pc);
+long long srv_pcache_tokens(const struct srv_prefix_cache *pc);
 
 #endif

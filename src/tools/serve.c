@@ -32,7 +32,18 @@ int cmd_serve(int argc, char **argv) {
                    "  --api-key KEY           require 'Authorization: Bearer KEY' (not on /health)\n"
                    "  --timeout S             close idle connections after S seconds (default 600)\n"
                    "  --queue N               requests waiting for a slot before 503 (default 64)\n"
-                   "  --prefill-chunk N       prompt tokens per step while others generate (default 128)\n",
+                   "  --prefill-chunk N       prompt tokens per step while others generate (default 128)\n"
+                   "  --request-timeout S     stop a generation still waiting or running after S seconds:\n"
+                   "                          504 (default 0: no limit)\n"
+                   "  --max-body N            request body limit in bytes, 413 beyond (default 4194304)\n"
+                   "  --drain S               on SIGTERM/SIGINT stop accepting and let running requests\n"
+                   "                          finish for up to S seconds before cancelling (default 0)\n"
+                   "  --no-prefix-share       a prompt reuses only its own slot's cached tokens (as\n"
+                   "                          llama-server), not cells another slot decoded\n"
+                   "  -cram, --cache-ram N    MiB of KV cells that keep prefixes after their slot moved\n"
+                   "                          on, least recently used dropped first (default 8192;\n"
+                   "                          -1: no limit; 0: none)\n"
+                   "GET /metrics answers in Prometheus' text format.\n",
                    model_args_help());
             return EXIT_OK;
         } else if (!strcmp(o, "--host")) {
@@ -59,12 +70,32 @@ int cmd_serve(int argc, char **argv) {
             if (!(v = tool_arg_value(cmd, argc, argv, &i)) ||
                 !tool_parse_int(cmd, o, v, 1, 1 << 20, &sp.prefill_chunk))
                 return EXIT_USAGE;
+        } else if (!strcmp(o, "--request-timeout")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) ||
+                !tool_parse_int(cmd, o, v, 0, 86400, &sp.request_timeout_s))
+                return EXIT_USAGE;
+        } else if (!strcmp(o, "-cram") || !strcmp(o, "--cache-ram")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) ||
+                !tool_parse_int(cmd, o, v, -1, 1 << 30, &sp.cache_ram_mib))
+                return EXIT_USAGE;
+        } else if (!strcmp(o, "--no-prefix-share")) {
+            sp.prefix_share = false;
+        } else if (!strcmp(o, "--drain")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !tool_parse_int(cmd, o, v, 0, 3600, &sp.drain_s))
+                return EXIT_USAGE;
+        } else if (!strcmp(o, "--max-body")) {
+            int mb = 0;
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !tool_parse_int(cmd, o, v, 1024, 1 << 30, &mb))
+                return EXIT_USAGE;
+            sp.max_body = (size_t)mb;
         } else {
             return tool_usage_error(cmd, "unknown option '%s'", o);
         }
     }
     if (!ma.model_path) return tool_usage_error(cmd, "-m MODEL is required");
-    ma.cparams.n_seq_max = (uint32_t)sp.n_parallel;
+    /* spare sequences past the slots hold the prefix cache (up to 16 prefixes) */
+    int n_park = sp.cache_ram_mib != 0 && sp.prefix_share ? (64 - sp.n_parallel < 16 ? 64 - sp.n_parallel : 16) : 0;
+    ma.cparams.n_seq_max = (uint32_t)(sp.n_parallel + n_park);
 
     /* SIGINT/SIGTERM are taken by sigwait below: blocked here, before any thread
      * starts, so that every thread inherits the mask */
