@@ -4,34 +4,9 @@
 # a full queue on a second server, and SIGTERM during a stream (exit 0, and no
 # leak under ASan). Model: ../shared/models/kjv-q8_0.gguf, else models/kjv-q4_0.gguf.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" serve
-src=${KILN_SRC:-$(dirname "${BASH_SOURCE[0]}")/..}
-command -v python3 >/dev/null || { echo "SKIP: python3 is not installed (scripts/deps.sh test)"; exit 77; }
-model=$shared/models/kjv-q8_0.gguf refdir=$shared/reference
-if [ ! -f "$model" ]; then model=$src/models/kjv-q4_0.gguf refdir=""; fi
-[ -f "$model" ] || { echo "SKIP: neither ../shared/models/kjv-q8_0.gguf nor models/kjv-q4_0.gguf"; exit 77; }
-limit=60; [ -n "${KILN_SANITIZED:-}" ] && limit=300
-
-# start_server LOG ARGS...: a server on a free port; sets pid and port, false if it never got healthy
-start_server() {
-  local log=$1; shift
-  "$kiln" serve -m "$model" --port 0 "$@" 2>"$log" &
-  pid=$! port=
-  for _ in $(seq 300); do
-    port=$(sed -n 's/.*listening on http:\/\/[^ ]*:\([0-9]*\)$/\1/p' "$log")
-    [ -n "$port" ] && python3 -c 'import sys, urllib.request as u; sys.exit(u.urlopen("http://127.0.0.1:%s/health" % sys.argv[1], timeout=2).status != 200)' "$port" 2>/dev/null && return 0
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "  server did not become healthy:" >&2; cat "$log" >&2
-  return 1
-}
-# stop_server LOG [SIGNAL]: SIGTERM (or SIGNAL), exit 0 within 20 s
-stop_server() {
-  kill -"${2:-TERM}" $pid
-  for _ in $(seq 200); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
-  wait $pid; local rc=$?
-  [ $rc -eq 0 ] || { echo "  server exit $rc:" >&2; tail -20 "$1" >&2; return 1; }
-}
+. "$(dirname "${BASH_SOURCE[0]}")/serve_lib.sh"
+refdir=$shared/reference
+[ "$model" = "$shared/models/kjv-q8_0.gguf" ] || refdir=""
 
 # flags
 check "--help" exit_is 0 "$kiln" serve --help
@@ -47,21 +22,21 @@ check "bad host named" err_has "nowhere.invalid"
 
 # the main server: 8 slots of 512 tokens; prompts join the batch 3 tokens a step
 # while others generate (chunked prefill inside the concurrency check)
-if check "server starts" start_server "$tmp/main.log" -np 8 -c 4096 --prefill-chunk 3; then
+if check "server starts" srv_start "$tmp/main.log" -np 8 -c 4096 --prefill-chunk 3; then
   check "port in use" exit_is 1 "$kiln" serve -m "$model" --port "$port"
   check "every route, concurrency, cache reuse, malformed corpus" \
     timeout $limit python3 "$src/tests/serve_check.py" "$port" main "$kiln" "$model" "$refdir"
-  check "SIGTERM: exit 0" stop_server "$tmp/main.log"
+  check "SIGTERM: exit 0" srv_stop "$tmp/main.log"
 fi
 
 # API key and a full queue: one slot, one waiting request
-if check "server with --api-key starts" start_server "$tmp/auth.log" -np 1 --queue 1 -c 4096 --api-key secret; then
+if check "server with --api-key starts" srv_start "$tmp/auth.log" -np 1 --queue 1 -c 4096 --api-key secret; then
   check "API key and queue" timeout $limit python3 "$src/tests/serve_check.py" "$port" auth
-  check "SIGINT: exit 0" stop_server "$tmp/auth.log" INT
+  check "SIGINT: exit 0" srv_stop "$tmp/auth.log" INT
 fi
 
 # SIGTERM while a stream runs: the client gets an end, the server exits 0
-if check "server starts" start_server "$tmp/term.log" -np 2 -c 1024; then
+if check "server starts" srv_start "$tmp/term.log" -np 2 -c 1024; then
   python3 - "$port" "$tmp/started" >"$tmp/stream.out" 2>&1 <<'PY' &
 import http.client, json, sys
 c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=60)
@@ -75,7 +50,7 @@ PY
   client=$!
   for _ in $(seq 300); do [ -s "$tmp/started" ] && break; sleep 0.1; done
   check "the stream started" test -s "$tmp/started"
-  check "SIGTERM during a stream: exit 0" stop_server "$tmp/term.log"
+  check "SIGTERM during a stream: exit 0" srv_stop "$tmp/term.log"
   check "the streaming client got its end" wait $client
   check "the stream ends with an error event and [DONE]" grep -q "shutting down" "$tmp/stream.out"
 fi
