@@ -94,4 +94,26 @@ static inline int64_t rj_str(const char *json, const char *key, char *buf, size_
     return (int64_t)n;
 }
 
+/* The fields of one prompt reference (../shared/reference/NAME.json) that the
+ * conformance tests compare with: the prompt, its tokens, the positions whose logits
+ * the .logits file holds, and the greedy continuation with its margins. */
+#define RJ_MAX_TOK 512
+#define RJ_MAX_GREEDY 64
+struct rj_prompt_ref {
+    char prompt[4096];
+    double tokens[RJ_MAX_TOK], positions[RJ_MAX_TOK], greedy[RJ_MAX_GREEDY], margins[RJ_MAX_GREEDY];
+    int64_t n_tokens, n_positions, n_greedy;
+};
+
+/* Reads them; false when one is missing or does not fit. */
+static inline bool rj_prompt_ref_read(const char *json, struct rj_prompt_ref *r) {
+    r->n_tokens = rj_num_array(json, "prompt_tokens", r->tokens, RJ_MAX_TOK);
+    r->n_positions = rj_num_array(json, "logits_positions", r->positions, RJ_MAX_TOK);
+    r->n_greedy = rj_num_array(json, "greedy_tokens", r->greedy, RJ_MAX_GREEDY);
+    const int64_t n_margins = rj_num_array(json, "greedy_margins", r->margins, RJ_MAX_GREEDY);
+    return rj_str(json, "prompt", r->prompt, sizeof r->prompt) >= 0 && r->n_tokens > 0 && r->n_tokens <= RJ_MAX_TOK &&
+           r->n_positions > 0 && r->n_positions <= RJ_MAX_TOK && r->n_greedy > 0 && r->n_greedy <= RJ_MAX_GREEDY &&
+           n_margins == r->n_greedy;
+}
+
 #endif

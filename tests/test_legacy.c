@@ -544,14 +544,11 @@ static void check_reference(struct kiln_model *conv, struct kiln_model *direct, 
     char *json = tu_read_file(path, NULL);
     CHECKF(json, "cannot read %s", path);
     if (!json) return;
-    char prompt[4096];
-    double want[MAX_TOK], pos[MAX_TOK], greedy_want[64], margins[64];
-    int64_t n_want = rj_num_array(json, "prompt_tokens", want, MAX_TOK);
-    int64_t n_pos = rj_num_array(json, "logits_positions", pos, MAX_TOK);
-    int64_t n_greedy = rj_num_array(json, "greedy_tokens", greedy_want, 64);
-    int64_t n_margins = rj_num_array(json, "greedy_margins", margins, 64);
-    CHECK(rj_str(json, "prompt", prompt, sizeof prompt) >= 0 && n_want > 0 && n_want <= MAX_TOK && n_pos > 0 &&
-          n_greedy > 0 && n_margins == n_greedy);
+    static struct rj_prompt_ref r; /* (13 KiB: off the stack) */
+    CHECK(rj_prompt_ref_read(json, &r) && r.n_tokens <= MAX_TOK);
+    const char *prompt = r.prompt;
+    const double *want = r.tokens, *pos = r.positions, *greedy_want = r.greedy, *margins = r.margins;
+    const int64_t n_want = r.n_tokens, n_pos = r.n_positions, n_greedy = r.n_greedy;
     const int64_t V = kiln_model_hparams(conv)->n_vocab;
     int32_t ids[MAX_TOK], ids2[MAX_TOK];
     int64_t n = kiln_tokenize(kiln_model_vocab(conv), prompt, strlen(prompt), ids, MAX_TOK, true, false);

@@ -79,14 +79,11 @@ static void check_reference(const char *json_name) {
     const bool quantized = strstr(model_name, "f16") == NULL;
     const double tol = quantized ? 5e-4 : 1e-4;
 
-    char prompt[4096];
-    double want_d[MAX_TOK], pos_d[MAX_TOK], greedy_d[64], margins[64];
-    int64_t n_want = rj_num_array(json, "prompt_tokens", want_d, MAX_TOK);
-    int64_t n_pos = rj_num_array(json, "logits_positions", pos_d, MAX_TOK);
-    int64_t n_greedy = rj_num_array(json, "greedy_tokens", greedy_d, 64);
-    int64_t n_margins = rj_num_array(json, "greedy_margins", margins, 64);
-    CHECK(rj_str(json, "prompt", prompt, sizeof prompt) >= 0 && n_want > 0 && n_pos > 0 && n_greedy > 0 &&
-          n_margins == n_greedy);
+    static struct rj_prompt_ref r; /* (13 KiB: off the stack) */
+    CHECK(rj_prompt_ref_read(json, &r));
+    const char *prompt = r.prompt;
+    const double *want_d = r.tokens, *pos_d = r.positions, *greedy_d = r.greedy, *margins = r.margins;
+    const int64_t n_want = r.n_tokens, n_pos = r.n_positions, n_greedy = r.n_greedy;
 
     int32_t ids[MAX_TOK];
     const struct kiln_vocab *v = kiln_model_vocab(m);

@@ -229,20 +229,25 @@ INLINE void packed_tile_q4_K(int64_t K, const uint8_t *sp, const void *const *yp
     for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(out[c], keep, acc[c]);
 }
 
-static void packed_run_q4_K(int64_t K, const void *scratch, int nr, const void *const *yp,
-                            const struct kt_lanes_aux *const *aux, float *const *out, int nc) {
-    (void)aux;
-    const uint8_t *sp = align64(scratch);
-    const __mmask16 keep = (__mmask16)((1u << nr) - 1);
-    for (int c0 = 0; c0 < nc; c0 += K4P_COLS) {
-        switch (nc - c0 < K4P_COLS ? nc - c0 : K4P_COLS) {
-        case 1: packed_tile_q4_K(K, sp, yp + c0, out + c0, keep, 1); break;
-        case 2: packed_tile_q4_K(K, sp, yp + c0, out + c0, keep, 2); break;
-        case 3: packed_tile_q4_K(K, sp, yp + c0, out + c0, keep, 3); break;
-        default: packed_tile_q4_K(K, sp, yp + c0, out + c0, keep, 4); break;
-        }
+/* The packed kernels' entry: one instance of the tile per column count (constant C keeps
+ * the accumulators in registers). */
+#define PACKED_RUN(NAME, TILE)                                                                                      \
+    static void NAME(int64_t K, const void *scratch, int nr, const void *const *yp,                                \
+                     const struct kt_lanes_aux *const *aux, float *const *out, int nc) {                           \
+        (void)aux;                                                                                                  \
+        const uint8_t *sp = align64(scratch);                                                                       \
+        const __mmask16 keep = (__mmask16)((1u << nr) - 1);                                                         \
+        for (int c0 = 0; c0 < nc; c0 += K4P_COLS) {                                                                 \
+            switch (nc - c0 < K4P_COLS ? nc - c0 : K4P_COLS) {                                                      \
+            case 1: TILE(K, sp, yp + c0, out + c0, keep, 1); break;                                                 \
+            case 2: TILE(K, sp, yp + c0, out + c0, keep, 2); break;                                                 \
+            case 3: TILE(K, sp, yp + c0, out + c0, keep, 3); break;                                                 \
+            default: TILE(K, sp, yp + c0, out + c0, keep, 4); break;                                                \
+            }                                                                                                       \
+        }                                                                                                           \
     }
-}
+
+PACKED_RUN(packed_run_q4_K, packed_tile_q4_K)
 
 const struct kt_lanes_packer kt_lanes_packer_q4_K = {pack_size_q4_K, pack_q4_K, packed_run_q4_K};
 
@@ -461,20 +466,7 @@ INLINE void packed_tile_q6_K(int64_t K, const uint8_t *sp, const void *const *yp
     for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(out[c], keep, acc[c]);
 }
 
-static void packed_run_q6_K(int64_t K, const void *scratch, int nr, const void *const *yp,
-                            const struct kt_lanes_aux *const *aux, float *const *out, int nc) {
-    (void)aux;
-    const uint8_t *sp = align64(scratch);
-    const __mmask16 keep = (__mmask16)((1u << nr) - 1);
-    for (int c0 = 0; c0 < nc; c0 += K4P_COLS) {
-        switch (nc - c0 < K4P_COLS ? nc - c0 : K4P_COLS) {
-        case 1: packed_tile_q6_K(K, sp, yp + c0, out + c0, keep, 1); break;
-        case 2: packed_tile_q6_K(K, sp, yp + c0, out + c0, keep, 2); break;
-        case 3: packed_tile_q6_K(K, sp, yp + c0, out + c0, keep, 3); break;
-        default: packed_tile_q6_K(K, sp, yp + c0, out + c0, keep, 4); break;
-        }
-    }
-}
+PACKED_RUN(packed_run_q6_K, packed_tile_q6_K)
 
 const struct kt_lanes_packer kt_lanes_packer_q6_K = {pack_size_q6_K, pack_q6_K, packed_run_q6_K};
 
