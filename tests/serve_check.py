@@ -5,6 +5,9 @@
 # usage: serve_check.py PORT MODE [KILN MODEL REFDIR]   (MODE: main | auth)
 import http.client, json, os, socket, subprocess, sys, threading, time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_checks import request  # noqa: E402
+
 port = int(sys.argv[1])
 mode = sys.argv[2]
 fails = passes = 0
@@ -20,18 +23,7 @@ def check(what, cond, detail=""):
 
 
 def req(method, path, body=None, headers=None, timeout=60):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    if body is not None and not isinstance(body, (bytes, str)):
-        body = json.dumps(body)
-    c.request(method, path, body=body, headers=headers or {})
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    try:
-        j = json.loads(data)
-    except ValueError:
-        j = None
-    return r.status, dict(r.getheaders()), j, data
+    return request(port, method, path, body, headers, timeout)
 
 
 def post(path, body, **kw):
