@@ -6,6 +6,8 @@
  * vec_dot path (same results), KT_CPU_ISA=avx2 the AVX2 kernels. With
  * KT_BENCH_MARK=1 (bench_insns sets it) the timed runs are bracketed by SIGSTOP
  * so that bench_insns counts their instructions: give TYPE and THREADS 1.
+ * The weights are repacked as a model's are (kt_cpu_repack_weights) unless
+ * KT_CPU_REPACK=off.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -45,6 +47,7 @@ static double bench(enum kt_type type, int64_t M, int64_t K, int64_t N, int thre
         bd[i] = (float)((int64_t)(s >> 40) % 2001 - 1000) / 1000.0f;
     }
     free(row);
+    struct kt_cpu_repack *rp = kt_cpu_repack_weights(&a, 1, false);
     struct kt_cgraph *gf = kt_new_graph(ctx);
     kt_build_forward_expand(gf, kt_mul_mat(ctx, a, b));
     struct kt_threadpool *tp = kt_threadpool_new(threads);
@@ -62,6 +65,7 @@ static double bench(enum kt_type type, int64_t M, int64_t K, int64_t N, int thre
     if (mark) raise(SIGSTOP);
     free(plan.work_data);
     kt_threadpool_free(tp);
+    kt_cpu_repack_free(rp);
     kt_free(ctx);
     return best <= 0 ? -1 : 2.0 * (double)M * (double)K * (double)N / best * 1e-9;
 }

@@ -86,6 +86,9 @@ size_t gguf_alignment(const struct gguf_file *g);
 size_t gguf_data_offset(const struct gguf_file *g); /* start of the data section in the file */
 const void *gguf_base(const struct gguf_file *g);   /* the whole file's bytes */
 size_t gguf_size(const struct gguf_file *g);
+/* Whether [p, p + n) lies in a read-only mapping of the file (not a read() copy):
+ * pages there may be dropped and are read back from the file when touched. */
+bool gguf_in_mapping(const struct gguf_file *g, const void *p, size_t n);
 /* Message of the last failed getter on this file. */
 const char *gguf_error(const struct gguf_file *g);
 

@@ -148,6 +148,7 @@ struct kiln_model_params {
     kiln_progress_fn progress;
     void *progress_data;
     bool vocab_only;      /* load metadata and vocabulary only */
+    bool no_repack;       /* keep matrix weights as stored (no copy in the CPU kernels' layout) */
 };
 struct kiln_model_params kiln_model_default_params(void);
 

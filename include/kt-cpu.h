@@ -54,6 +54,22 @@ enum kt_status kt_graph_compute_with_ctx(struct kt_context *ctx, struct kt_cgrap
 /* Whether the CPU engine has a kernel for this node (type combinations included). */
 bool kt_cpu_supports_op(const struct kt_tensor *op);
 
+/* Weights repacked for this CPU's mul_mat kernels: each listed 2-D weight whose
+ * type has a compact 16-row layout here (Q4_0, Q8_0 on AVX-512 VNNI; none with
+ * KT_CPU_REPACK=off) is copied once into that layout (the same bytes' worth, in
+ * one anonymous allocation), and mul_mat on it, or on a view of whole 16-row
+ * groups, reads the copy: one sequential stream per thread. Results are bit for
+ * bit the same. The tensors' data stay valid and unchanged (other ops read them;
+ * a weight changed afterwards must be repacked again). release: the data lie in
+ * a read-only file mapping whose pages may be dropped once copied (they are read
+ * back from the file when touched), so memory holds one copy. NULL (with
+ * kt_last_error) only when memory runs out; free before the tensors. */
+struct kt_cpu_repack;
+struct kt_cpu_repack *kt_cpu_repack_weights(struct kt_tensor *const *weights, size_t n, bool release);
+size_t kt_cpu_repack_size(const struct kt_cpu_repack *r);  /* bytes held */
+size_t kt_cpu_repack_count(const struct kt_cpu_repack *r); /* tensors repacked */
+void kt_cpu_repack_free(struct kt_cpu_repack *r);
+
 /* Which SIMD paths this CPU can run ("avx512 vnni bf16 avx2 f16c ..."). */
 const char *kt_cpu_features(void);
 

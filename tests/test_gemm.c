@@ -206,6 +206,56 @@ static void test_mul_mat(enum kt_type t, int64_t K, int64_t M, int64_t N, int64_
     kt_free(ctx);
 }
 
+/* Weights repacked as a model's are (kt_cpu_repack_weights): mul_mat on a view of
+ * rows [row0, row0 + M) of a matrix of total rows, N columns, 1/2/4 threads, must
+ * equal the reference dot per element (a view that starts inside a 16-row group
+ * reads the tensor's own data). */
+static void test_repacked(enum kt_type t, int64_t K, int64_t total, int64_t row0, int64_t M, int64_t N, uint64_t *s) {
+    const enum kt_type vdt = kt_get_type_traits(t)->vec_dot_type;
+    struct kt_context *ctx = kt_init((struct kt_init_params){
+        .mem_size = kt_row_size(t, K) * (size_t)total + (size_t)(K * N + M * N) * 4 + (1u << 20)});
+    struct kt_tensor *w = kt_new_tensor_2d(ctx, t, K, total);
+    make_rows(t, w->data, K, total, false, s);
+    struct kt_cpu_repack *rp = kt_cpu_repack_weights(&w, 1, false);
+    CHECK(rp != NULL);
+    int bias;
+    const bool lanes = kt_cpu_lanes(t, &bias) != NULL;
+    CHECKF(kt_cpu_repack_count(rp) == (lanes ? 1u : 0u), "%s: %zu tensors repacked", kt_type_name(t),
+           kt_cpu_repack_count(rp));
+    struct kt_tensor *a = kt_view_2d(ctx, w, K, M, w->nb[1], (size_t)row0 * w->nb[1]);
+    struct kt_tensor *b = kt_new_tensor_2d(ctx, KT_TYPE_F32, K, N);
+    float *bd = b->data;
+    for (int64_t i = 0; i < K * N; i++) bd[i] = gauss(s);
+    struct kt_tensor *d = kt_mul_mat(ctx, a, b);
+    struct kt_cgraph *gf = kt_new_graph(ctx);
+    kt_build_forward_expand(gf, d);
+    const int64_t nout = M * N;
+    float *first = malloc((size_t)nout * sizeof(float)), *want = malloc((size_t)nout * sizeof(float));
+    static const int threads[] = {1, 2, 4};
+    for (size_t ti = 0; ti < 3; ti++) {
+        CHECK(kt_graph_compute_with_ctx(ctx, gf, threads[ti]) == KT_STATUS_SUCCESS);
+        if (ti == 0)
+            memcpy(first, d->data, (size_t)nout * sizeof(float));
+        else
+            CHECKF(memcmp(first, d->data, (size_t)nout * sizeof(float)) == 0, "%s repacked: %d threads differ from 1",
+                   kt_type_name(t), threads[ti]);
+    }
+    const kt_vec_dot_fn dot = lanes ? kt_get_type_traits(t)->vec_dot : kt_cpu_vec_dot(t);
+    uint8_t *qcol = malloc(kt_row_size(vdt, K));
+    for (int64_t c = 0; c < N; c++) {
+        kt_get_type_traits(vdt)->from_float_ref(bd + c * K, qcol, K);
+        for (int64_t r = 0; r < M; r++) dot(K, &want[c * M + r], (const uint8_t *)a->data + r * a->nb[1], qcol);
+    }
+    int64_t bad = 0;
+    for (int64_t o = 0; o < nout; o++) bad += memcmp(&first[o], &want[o], sizeof(float)) != 0;
+    CHECKF(bad == 0, "%s repacked K=%lld rows %lld..%lld of %lld, N=%lld: %lld of %lld elements differ from vec_dot",
+           kt_type_name(t), (long long)K, (long long)row0, (long long)(row0 + M), (long long)total, (long long)N,
+           (long long)bad, (long long)nout);
+    free(first), free(want), free(qcol);
+    kt_cpu_repack_free(rp);
+    kt_free(ctx);
+}
+
 int main(void) {
     uint64_t s = 0x9e3779b97f4a7c15ull;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
@@ -238,6 +288,12 @@ int main(void) {
         test_mul_mat(t, K1, 6, 5, 2, 2, 2, 2, ACT_CONTIG, &s);     /* broadcast over dims 2 and 3 */
         test_mul_mat(t, K1, 13, 7, 2, 2, 1, 1, ACT_PERMUTED, &s);  /* activation rows not adjacent */
         test_mul_mat(t, K2, 10, 9, 1, 1, 1, 1, ACT_TRANSPOSED, &s); /* strided activation elements */
+        static const int64_t rn[] = {1, 2, 3, 7, 8, 9, 64, 70};
+        for (size_t j = 0; j < sizeof rn / sizeof rn[0]; j++) {
+            test_repacked(t, j % 2 ? K1 : K2, 67, 0, 67, rn[j], &s); /* a tail group of 3 rows */
+            test_repacked(t, K1, 100, 32, 48, rn[j], &s);           /* a view of whole groups (fused q/k/v) */
+            test_repacked(t, K2, 40, 5, 20, rn[j], &s);             /* a view inside a group: the data as stored */
+        }
         if (t == KT_TYPE_F16) test_mul_mat(t, 101, 7, 6, 1, 1, 1, 1, ACT_CONTIG, &s); /* K % 16 != 0 */
     }
     return tu_finish("test_gemm");

@@ -58,6 +58,10 @@ const void *gguf_base(const struct gguf_file *g) {
 size_t gguf_size(const struct gguf_file *g) {
     return g->size;
 }
+bool gguf_in_mapping(const struct gguf_file *g, const void *p, size_t n) {
+    const uint8_t *a = g->map, *q = p;
+    return a && q >= a && n <= g->map_size && (size_t)(q - a) <= g->map_size - n;
+}
 const char *gguf_error(const struct gguf_file *g) {
     return g->err;
 }

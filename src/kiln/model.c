@@ -7,6 +7,7 @@
  */
 #include "errf.h"
 #include "runtime.h"
+#include "kt-cpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,6 +212,31 @@ static bool bind_all(struct binder *b) {
     return true;
 }
 
+/* The matrix weights (every 2-D tensor but an untied token embedding, which only
+ * get_rows reads) into the CPU kernels' own layout where it has one; the file's
+ * pages of what was copied are dropped, so memory holds one copy. */
+static bool repack(struct kiln_model *m, char *err, size_t errlen) {
+    size_t n = 0, cap = 0;
+    struct kt_tensor **ts = NULL;
+    bool mapped = true;
+    for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t)) {
+        if (t->view_src || kt_n_dims(t) != 2 || (t == m->tok_embd && m->output != m->tok_embd)) continue;
+        if (n == cap) {
+            struct kt_tensor **nt = realloc(ts, (cap = cap ? 2 * cap : 64) * sizeof *ts);
+            if (!nt) {
+                free(ts);
+                return kiln_errf(err, errlen, "out of memory");
+            }
+            ts = nt;
+        }
+        ts[n++] = t;
+        mapped = mapped && gguf_in_mapping(m->gguf, t->data, kt_nbytes(t));
+    }
+    m->repack = kt_cpu_repack_weights(ts, n, mapped);
+    free(ts);
+    return m->repack || kiln_errf(err, errlen, "%s", kt_last_error());
+}
+
 static bool load_tensors(struct kiln_model *m, struct kiln_model_params params, char *err, size_t errlen) {
     const struct kiln_hparams *hp = &m->hp;
     /* every spec once per layer plus up to three views each */
@@ -230,7 +256,7 @@ static bool load_tensors(struct kiln_model *m, struct kiln_model_params params, 
     for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t))
         if (kt_n_dims(t) == 1 && t->type != KT_TYPE_F32)
             return kiln_errf(err, errlen, "tensor '%s' is %s; 1-D weights must be f32", t->name, kt_type_name(t->type));
-    return true;
+    return params.no_repack || repack(m, err, errlen);
 }
 
 /* ------------------------------------------------------------------ load */
@@ -298,6 +324,7 @@ error:
 void kiln_model_free(struct kiln_model *m) {
     if (!m) return;
     free(m->layers);
+    kt_cpu_repack_free(m->repack);
     if (m->wbuf) kt_buffer_free(m->wbuf);
     kt_free(m->wctx);
     kiln_vocab_free(m->vocab);

@@ -64,17 +64,30 @@ void kt_lanes_q4_0_avx512(int64_t K, const void *w, size_t ws, int nr, const voi
                           const struct kt_lanes_aux *const *aux, float *const *out, int nc);
 void kt_lanes_q8_0_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *y,
                           const struct kt_lanes_aux *const *aux, float *const *out, int nc);
-/* Prompts: a thread transposes up to 16 rows into its scratch (size(K) bytes, any
- * alignment) once, then runs any number of columns against them; the same results
- * as the lanes kernel of the type. */
+/* Packed 16-row groups, compact (size(K) within 16 rows' own bytes and a few
+ * percent), so that a whole model can be kept that way (kt_cpu_repack_weights,
+ * repack.c): pack writes up to 16 rows into a 64-byte aligned group; run computes
+ * any number of columns from one (decode). Where xsize is set, prompts run faster
+ * from an expanded form: expand writes it (xsize(K) bytes, 64-byte aligned) from a
+ * group, once per thread and 64 columns, and xrun computes from it. Every path gives
+ * the lanes kernel's results bit for bit. */
 struct kt_lanes_packer {
     size_t (*size)(int64_t K);
-    void (*pack)(int64_t K, const void *w, size_t ws, int nr, void *scratch);
-    void (*run)(int64_t K, const void *scratch, int nr, const void *const *y, const struct kt_lanes_aux *const *aux,
+    void (*pack)(int64_t K, const void *w, size_t ws, int nr, void *group);
+    void (*run)(int64_t K, const void *group, int nr, const void *const *y, const struct kt_lanes_aux *const *aux,
                 float *const *out, int nc);
+    size_t (*xsize)(int64_t K);
+    void (*expand)(int64_t K, const void *group, void *scratch);
+    void (*xrun)(int64_t K, const void *scratch, int nr, const void *const *y, const struct kt_lanes_aux *const *aux,
+                 float *const *out, int nc);
 };
 const struct kt_lanes_packer *kt_cpu_lanes_packer(enum kt_type type); /* from the kernel table, or NULL */
 const struct kt_lanes_packer *kt_cpu_pick_lanes_packer(kt_lanes_fn lanes);
+/* The repacked copy of a mul_mat weight (repack.c): the packer that reads it and the
+ * first 16-row group of a's rows (groups gsize bytes apart), or NULL where a is not
+ * repacked (or is a view that does not start at a group) or this process's kernel
+ * table has no compact packer for its type. */
+const struct kt_lanes_packer *kt_cpu_repacked(const struct kt_tensor *a, const uint8_t **group0, size_t *gsize);
 extern const struct kt_lanes_packer kt_lanes_packer_q4_0, kt_lanes_packer_q8_0, kt_lanes_packer_q4_K,
     kt_lanes_packer_q6_K;
 /* gemm_lanes_k_avx512.c: Q4_K and Q6_K x Q8_K (aux unused: NULL will do) */

@@ -105,16 +105,31 @@ void kt_lanes_q8_0_avx512(int64_t K, const void *w, size_t ws, int nr, const voi
     DISPATCH_LANES(tile_q8_0)
 }
 
-/* ------------------------------------------------------------------ packed (prompts) */
+/* ------------------------------------------------------------------ packed 16-row groups */
 
-/* For many columns a thread first transposes a 16-row block into its scratch, per
- * block: 8 x 64 bytes (group k: bytes 4k..4k+3 of each row as u = x + bias, row r in
- * int32 lane r), then the 16 rows' scales as floats. A column then costs 8 vpdpbusd
- * against broadcast activation words per block, with no reduction; the arithmetic per
- * element is the unpacked kernels' (and the reference's). */
-#define PACK_BLOCK (9 * 64)
+/* A group of 16 rows, as compact as the rows themselves (so that a whole model can be
+ * kept this way, kt_cpu_repack_weights), for prompts (a thread packs a group into its
+ * scratch once per 64 columns) and for decode of repacked weights (one sequential
+ * stream, no gathers, no reduction). Blocks go in pairs, each pair 64-byte aligned:
+ * the quants of block 2p, of block 2p+1, then the two blocks' 16 fp16 scales each.
+ * A block's quants are nq 64-byte chunks: chunk k holds bytes 4k..4k+3 of every row
+ * (row r in int32 lane r), Q4_0 nibbles as stored (u = x + 8, low nibbles elements
+ * 4k.., high 16+4k..), Q8_0 bytes flipped to u = x + 128. A column then costs 8
+ * vpdpbusd against broadcast activation words per block; the arithmetic per element
+ * is the lanes kernels' (and the reference's). */
+#define Q40_QB 256 /* quant bytes of one block of 16 rows */
+#define Q80_QB 512
+#define PAIR_BYTES(QB) (2 * (QB) + 64)
 
-static size_t pack_size(int64_t K) { return (size_t)(K / 32) * PACK_BLOCK + 64; }
+static size_t pack_size_q4_0(int64_t K) { return (size_t)((K / 32 + 1) / 2) * PAIR_BYTES(Q40_QB); }
+static size_t pack_size_q8_0(int64_t K) { return (size_t)((K / 32 + 1) / 2) * PAIR_BYTES(Q80_QB); }
+
+INLINE uint8_t *pk_quants(const uint8_t *g, int64_t b, size_t qb) {
+    return (uint8_t *)g + (size_t)(b >> 1) * PAIR_BYTES(qb) + (size_t)(b & 1) * qb;
+}
+INLINE uint8_t *pk_scales(const uint8_t *g, int64_t b, size_t qb) {
+    return (uint8_t *)g + (size_t)(b >> 1) * PAIR_BYTES(qb) + 2 * qb + (size_t)(b & 1) * 32;
+}
 
 /* Row offsets of the 16 rows (rows past nr repeat the last: their lanes are never stored). */
 static __m512i row_offsets(size_t ws, int nr) {
@@ -123,85 +138,104 @@ static __m512i row_offsets(size_t ws, int nr) {
     return _mm512_loadu_si512(idx);
 }
 
-static void pack_q4_0(int64_t K, const void *w, size_t ws, int nr, void *scratch) {
-    const __m512i idx = row_offsets(ws, nr), m4 = _mm512_set1_epi8(0x0f);
-    uint8_t *sp = align64(scratch);
-    for (int64_t b = 0; b < K / 32; b++, sp += PACK_BLOCK) {
-        const uint8_t *blk = (const uint8_t *)w + (size_t)b * sizeof(kt_block_q4_0);
-        UNROLL
-        for (int k = 0; k < 4; k++) { /* quant bytes 4k..4k+3: elements 4k.. (low nibbles), 16+4k.. (high) */
-            const __m512i v = _mm512_i32gather_epi32(idx, blk + 2 + 4 * k, 1);
-            _mm512_store_si512(sp + 64 * k, _mm512_and_si512(v, m4));
-            _mm512_store_si512(sp + 64 * (k + 4), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
-        }
-        _mm512_store_ps(sp + 512, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(idx, blk, 1))));
+/* Blocks of bsize bytes: fp16 scale, then nq * 4 quant bytes (flipped by xor). */
+INLINE void pack_legacy(int64_t K, const void *w, size_t ws, int nr, void *group, size_t bsize, int nq, char flip) {
+    const __m512i idx = row_offsets(ws, nr), x = _mm512_set1_epi8(flip);
+    const size_t qb = (size_t)nq * 64;
+    const int64_t nb = K / 32;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = (const uint8_t *)w + (size_t)b * bsize;
+        uint8_t *q = pk_quants(group, b, qb);
+        for (int k = 0; k < nq; k++)
+            _mm512_store_si512(q + 64 * k, _mm512_xor_si512(_mm512_i32gather_epi32(idx, blk + 2 + 4 * k, 1), x));
+        _mm256_store_si256((__m256i *)pk_scales(group, b, qb), _mm512_cvtepi32_epi16(_mm512_i32gather_epi32(idx, blk, 1)));
+    }
+    if (nb & 1) { /* the last pair's second half: never read, but defined */
+        memset(pk_quants(group, nb, qb), 0, qb);
+        memset(pk_scales(group, nb, qb), 0, 32);
     }
 }
 
-static void pack_q8_0(int64_t K, const void *w, size_t ws, int nr, void *scratch) {
-    const __m512i idx = row_offsets(ws, nr), flip = _mm512_set1_epi8((char)0x80);
-    uint8_t *sp = align64(scratch);
-    for (int64_t b = 0; b < K / 32; b++, sp += PACK_BLOCK) {
-        const uint8_t *blk = (const uint8_t *)w + (size_t)b * sizeof(kt_block_q8_0);
-        UNROLL
-        for (int k = 0; k < 8; k++)
-            _mm512_store_si512(sp + 64 * k, _mm512_xor_si512(_mm512_i32gather_epi32(idx, blk + 2 + 4 * k, 1), flip));
-        _mm512_store_ps(sp + 512, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(idx, blk, 1))));
-    }
+static void pack_q4_0(int64_t K, const void *w, size_t ws, int nr, void *group) {
+    pack_legacy(K, w, ws, nr, group, sizeof(kt_block_q4_0), 4, 0);
+}
+static void pack_q8_0(int64_t K, const void *w, size_t ws, int nr, void *group) {
+    pack_legacy(K, w, ws, nr, group, sizeof(kt_block_q8_0), 8, (char)0x80);
 }
 
-INLINE void packed_tile(int64_t K, const uint8_t *sp, const void *const *yp, const struct kt_lanes_aux *const *aux,
-                        float *const *out, __mmask16 keep, const int C) {
+INLINE int32_t load_i32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+INLINE void packed_tile(int64_t K, const uint8_t *g, const void *const *yp, const struct kt_lanes_aux *const *aux,
+                        float *const *out, __mmask16 keep, const int C, const bool q4) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const size_t qb = q4 ? Q40_QB : Q80_QB;
     __m512 acc[KT_LANES_COLS];
     UNROLL
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < K / 32; b++, sp += PACK_BLOCK) {
+    for (int64_t b = 0; b < K / 32; b++) {
+        const uint8_t *q = pk_quants(g, b, qb);
         __m512i u[8];
-        UNROLL
-        for (int k = 0; k < 8; k++) u[k] = _mm512_load_si512(sp + 64 * k);
-        const __m512 dx = _mm512_load_ps(sp + 512);
+        if (q4) {
+            UNROLL
+            for (int k = 0; k < 4; k++) {
+                const __m512i v = _mm512_load_si512(q + 64 * k);
+                u[k] = _mm512_and_si512(v, m4);
+                u[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            }
+        } else {
+            UNROLL
+            for (int k = 0; k < 8; k++) u[k] = _mm512_load_si512(q + 64 * k);
+        }
+        const __m512 dx = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)pk_scales(g, b, qb)));
         UNROLL
         for (int c = 0; c < C; c++) {
             const kt_block_q8_0 *y = (const kt_block_q8_0 *)yp[c] + b;
-            __m512i p = _mm512_set1_epi32(aux[c][b].off);
+            /* two chains (exact int32: the split changes nothing) */
+            __m512i p0 = _mm512_set1_epi32(aux[c][b].off), p1 = _mm512_setzero_si512();
             UNROLL
-            for (int k = 0; k < 8; k++) { /* one 4-byte load each: folds into the broadcast operand */
-                int32_t q;
-                memcpy(&q, y->qs + 4 * k, sizeof q);
-                p = _mm512_dpbusd_epi32(p, u[k], _mm512_set1_epi32(q));
+            for (int k = 0; k < 4; k++) { /* one 4-byte load each: folds into the broadcast operand */
+                p0 = _mm512_dpbusd_epi32(p0, u[k], _mm512_set1_epi32(load_i32(y->qs + 4 * k)));
+                p1 = _mm512_dpbusd_epi32(p1, u[k + 4], _mm512_set1_epi32(load_i32(y->qs + 16 + 4 * k)));
             }
             const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(aux[c][b].d));
-            acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_cvtepi32_ps(p), d));
+            acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(p0, p1)), d));
         }
     }
     UNROLL
     for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(out[c], keep, acc[c]);
 }
 
-static void packed_run(int64_t K, const void *scratch, int nr, const void *const *yp,
-                       const struct kt_lanes_aux *const *aux, float *const *out, int nc) {
-    const uint8_t *sp = align64(scratch);
-    const __mmask16 keep = (__mmask16)((1u << nr) - 1);
-    for (int c0 = 0; c0 < nc; c0 += KT_LANES_COLS) {
-        const int cc = nc - c0 < KT_LANES_COLS ? nc - c0 : KT_LANES_COLS;
-        const void *const *y = yp + c0;
-        const struct kt_lanes_aux *const *a = aux + c0;
-        float *const *o = out + c0;
-        switch (cc) {
-        case 1: packed_tile(K, sp, y, a, o, keep, 1); break;
-        case 2: packed_tile(K, sp, y, a, o, keep, 2); break;
-        case 3: packed_tile(K, sp, y, a, o, keep, 3); break;
-        case 4: packed_tile(K, sp, y, a, o, keep, 4); break;
-        case 5: packed_tile(K, sp, y, a, o, keep, 5); break;
-        case 6: packed_tile(K, sp, y, a, o, keep, 6); break;
-        case 7: packed_tile(K, sp, y, a, o, keep, 7); break;
-        default: packed_tile(K, sp, y, a, o, keep, 8); break;
-        }
+#define PACKED_RUN(NAME, Q4)                                                                                        \
+    static void NAME(int64_t K, const void *group, int nr, const void *const *yp,                                  \
+                     const struct kt_lanes_aux *const *aux, float *const *out, int nc) {                           \
+        const uint8_t *g = group;                                                                                   \
+        const __mmask16 keep = (__mmask16)((1u << nr) - 1);                                                         \
+        for (int c0 = 0; c0 < nc; c0 += KT_LANES_COLS) {                                                            \
+            const void *const *y = yp + c0;                                                                         \
+            const struct kt_lanes_aux *const *a = aux + c0;                                                         \
+            float *const *o = out + c0;                                                                             \
+            switch (nc - c0 < KT_LANES_COLS ? nc - c0 : KT_LANES_COLS) {                                            \
+            case 1: packed_tile(K, g, y, a, o, keep, 1, Q4); break;                                                 \
+            case 2: packed_tile(K, g, y, a, o, keep, 2, Q4); break;                                                 \
+            case 3: packed_tile(K, g, y, a, o, keep, 3, Q4); break;                                                 \
+            case 4: packed_tile(K, g, y, a, o, keep, 4, Q4); break;                                                 \
+            case 5: packed_tile(K, g, y, a, o, keep, 5, Q4); break;                                                 \
+            case 6: packed_tile(K, g, y, a, o, keep, 6, Q4); break;                                                 \
+            case 7: packed_tile(K, g, y, a, o, keep, 7, Q4); break;                                                 \
+            default: packed_tile(K, g, y, a, o, keep, 8, Q4); break;                                                \
+            }                                                                                                       \
+        }                                                                                                           \
     }
-}
 
-const struct kt_lanes_packer kt_lanes_packer_q4_0 = {pack_size, pack_q4_0, packed_run};
-const struct kt_lanes_packer kt_lanes_packer_q8_0 = {pack_size, pack_q8_0, packed_run};
+PACKED_RUN(packed_run_q4_0, true)
+PACKED_RUN(packed_run_q8_0, false)
+
+const struct kt_lanes_packer kt_lanes_packer_q4_0 = {pack_size_q4_0, pack_q4_0, packed_run_q4_0, NULL, NULL, NULL};
+const struct kt_lanes_packer kt_lanes_packer_q8_0 = {pack_size_q8_0, pack_q8_0, packed_run_q8_0, NULL, NULL, NULL};
 
 /* ------------------------------------------------------------------ single dots */
 

@@ -138,37 +138,70 @@ LANES_K_ENTRY(kt_lanes_q4_K_avx512, tile_q4_K)
 #define K4_D (K4_MN + 4 * 64)
 #define K4_BLOCK (K4_D + 2 * 64)
 
-static size_t pack_size_q4_K(int64_t K) { return (size_t)(K / KT_QK_K) * K4_BLOCK + 64; }
+static size_t xsize_q4_K(int64_t K) { return (size_t)(K / KT_QK_K) * K4_BLOCK; }
 
-static void pack_q4_K(int64_t K, const void *w, size_t ws, int nr, void *scratch) {
-    const uint8_t *row[16];
+/* Compact Q4_K groups (kept for a whole model: kt_cpu_repack_weights): per super-block
+ * of 16 rows, the quants as 32 chunks (chunk c: quant bytes 4c..4c+3 of every row, row
+ * r in int32 lane r), the 8 scales then the 8 mins unpacked to bytes (value j of row r
+ * at 16j + r), then d and dmin as 16 fp16 each: 2368 bytes for 2304. */
+#define K4C_SC 2048
+#define K4C_MN (K4C_SC + 128)
+#define K4C_D (K4C_MN + 128)
+#define K4C_BLOCK (K4C_D + 64)
+
+static size_t size_q4_K(int64_t K) { return (size_t)(K / KT_QK_K) * K4C_BLOCK; }
+
+/* Offsets of 16 rows from w (rows past nr repeat the last: their lanes are never stored). */
+static void row_index(const void *w, size_t ws, int nr, const uint8_t *row[16], __m512i *idx) {
     lanes_rows(w, ws, nr, row);
     int32_t off[16];
     for (int r = 0; r < 16; r++) off[r] = (int32_t)(row[r] - (const uint8_t *)w);
-    const __m512i idx = _mm512_loadu_si512(off), m4 = _mm512_set1_epi8(0x0f);
-    uint8_t *sp = align64(scratch);
-    for (int64_t i = 0; i < K / KT_QK_K; i++, sp += K4_BLOCK) {
+    *idx = _mm512_loadu_si512(off);
+}
+
+static void pack_q4_K(int64_t K, const void *w, size_t ws, int nr, void *group) {
+    const uint8_t *row[16];
+    __m512i idx;
+    row_index(w, ws, nr, row, &idx);
+    uint8_t *g = group;
+    for (int64_t i = 0; i < K / KT_QK_K; i++, g += K4C_BLOCK) {
         const size_t boff = (size_t)i * sizeof(kt_block_q4_K);
         const uint8_t *blk = (const uint8_t *)w + boff;
+        UNROLL
+        for (int c = 0; c < 32; c++)
+            _mm512_store_si512(g + 64 * c, _mm512_i32gather_epi32(idx, blk + offsetof(kt_block_q4_K, qs) + 4 * c, 1));
+        for (int r = 0; r < 16; r++) {
+            uint8_t s8[8], m8[8];
+            kt_k4_unpack(row[r] + boff + offsetof(kt_block_q4_K, scales), s8, m8);
+            for (int j = 0; j < 8; j++) g[K4C_SC + 16 * j + r] = s8[j], g[K4C_MN + 16 * j + r] = m8[j];
+        }
+        const __m512i dd = _mm512_i32gather_epi32(idx, blk, 1);
+        _mm256_store_si256((__m256i *)(g + K4C_D), _mm512_cvtepi32_epi16(dd));
+        _mm256_store_si256((__m256i *)(g + K4C_D + 32), _mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+    }
+}
+
+/* A compact group into the prompt layout (K4_*), once per group and 64 columns. */
+static void expand_q4_K(int64_t K, const void *group, void *scratch) {
+    const uint8_t *g = group;
+    uint8_t *sp = scratch;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int64_t i = 0; i < K / KT_QK_K; i++, g += K4C_BLOCK, sp += K4_BLOCK) {
         UNROLL
         for (int c = 0; c < 4; c++)
             UNROLL
             for (int k = 0; k < 8; k++) {
-                const __m512i v = _mm512_i32gather_epi32(idx, blk + offsetof(kt_block_q4_K, qs) + 32 * c + 4 * k, 1);
+                const __m512i v = _mm512_load_si512(g + 64 * (8 * c + k));
                 _mm512_store_si512(sp + K4_U + 64 * (8 * (2 * c) + k), _mm512_and_si512(v, m4));
                 _mm512_store_si512(sp + K4_U + 64 * (8 * (2 * c + 1) + k), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
             }
-        int32_t *sc = (int32_t *)(sp + K4_SC);
         int16_t *mn = (int16_t *)(sp + K4_MN);
-        for (int r = 0; r < 16; r++) {
-            uint8_t s8[8], m8[8];
-            kt_k4_unpack(row[r] + boff + offsetof(kt_block_q4_K, scales), s8, m8);
-            for (int j = 0; j < 8; j++) sc[16 * j + r] = s8[j];
-            for (int j = 0; j < 8; j++) mn[32 * (j / 2) + 2 * r + (j % 2)] = m8[j];
+        for (int j = 0; j < 8; j++) {
+            _mm512_store_si512(sp + K4_SC + 64 * j, _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_SC + 16 * j))));
+            for (int r = 0; r < 16; r++) mn[32 * (j / 2) + 2 * r + (j % 2)] = g[K4C_MN + 16 * j + r];
         }
-        const __m512i dd = _mm512_i32gather_epi32(idx, blk, 1);
-        _mm512_store_ps(sp + K4_D, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
-        _mm512_store_ps(sp + K4_D + 64, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+        _mm512_store_ps(sp + K4_D, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K4C_D))));
+        _mm512_store_ps(sp + K4_D + 64, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K4C_D + 32))));
     }
 }
 
@@ -249,7 +282,81 @@ INLINE void packed_tile_q4_K(int64_t K, const uint8_t *sp, const void *const *yp
 
 PACKED_RUN(packed_run_q4_K, packed_tile_q4_K)
 
-const struct kt_lanes_packer kt_lanes_packer_q4_K = {pack_size_q4_K, pack_q4_K, packed_run_q4_K};
+/* Decode and small batches straight from a compact group: the arithmetic of
+ * packed_tile_q4_K, the nibbles unpacked on the way. */
+INLINE void compact_tile_q4_K(int64_t K, const uint8_t *g, const void *const *yp, float *const *out, __mmask16 keep,
+                              const int C) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[KQ_COLS];
+    UNROLL
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < K / KT_QK_K; i++, g += K4C_BLOCK) {
+        const kt_block_q8_K *y[KQ_COLS];
+        __m512i isum[KQ_COLS], msum[KQ_COLS];
+        UNROLL
+        for (int c = 0; c < C; c++) {
+            y[c] = (const kt_block_q8_K *)yp[c] + i;
+            isum[c] = msum[c] = _mm512_setzero_si512();
+        }
+        UNROLL
+        for (int ch = 0; ch < 4; ch++) { /* sub-blocks 2ch (low nibbles) and 2ch + 1 (high) */
+            __m512i p0[KQ_COLS], p1[KQ_COLS];
+            UNROLL
+            for (int c = 0; c < C; c++) p0[c] = p1[c] = _mm512_setzero_si512();
+            UNROLL
+            for (int k = 0; k < 8; k++) {
+                const __m512i v = _mm512_load_si512(g + 64 * (8 * ch + k));
+                const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                UNROLL
+                for (int c = 0; c < C; c++) {
+                    p0[c] = _mm512_dpbusd_epi32(p0[c], lo, _mm512_set1_epi32(load_i32(y[c]->qs + 64 * ch + 4 * k)));
+                    p1[c] = _mm512_dpbusd_epi32(p1[c], hi, _mm512_set1_epi32(load_i32(y[c]->qs + 64 * ch + 32 + 4 * k)));
+                }
+            }
+            const __m512i s0 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_SC + 32 * ch)));
+            const __m512i s1 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_SC + 32 * ch + 16)));
+            const __m512i n0 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_MN + 32 * ch)));
+            const __m512i n1 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_MN + 32 * ch + 16)));
+            UNROLL
+            for (int c = 0; c < C; c++) {
+                isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_mullo_epi32(p0[c], s0), _mm512_mullo_epi32(p1[c], s1)));
+                const int16_t *bs = y[c]->bsums + 4 * ch; /* sub-block 2ch + h: bsums 4ch + 2h, + 1 */
+                msum[c] = _mm512_add_epi32(msum[c], _mm512_add_epi32(_mm512_mullo_epi32(n0, _mm512_set1_epi32(bs[0] + bs[1])),
+                                                                     _mm512_mullo_epi32(n1, _mm512_set1_epi32(bs[2] + bs[3]))));
+            }
+        }
+        const __m512 dx = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K4C_D)));
+        const __m512 dm = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K4C_D + 32)));
+        UNROLL
+        for (int c = 0; c < C; c++) {
+            const __m512 dy = _mm512_set1_ps(y[c]->d);
+            const __m512 a = _mm512_mul_ps(_mm512_mul_ps(dx, dy), _mm512_cvtepi32_ps(isum[c]));
+            const __m512 b = _mm512_mul_ps(_mm512_mul_ps(dm, dy), _mm512_cvtepi32_ps(msum[c]));
+            acc[c] = _mm512_add_ps(acc[c], _mm512_sub_ps(a, b));
+        }
+    }
+    UNROLL
+    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(out[c], keep, acc[c]);
+}
+
+/* The compact kernels' entry: columns two at a time. */
+#define COMPACT_RUN(NAME, TILE)                                                                                     \
+    static void NAME(int64_t K, const void *group, int nr, const void *const *yp,                                  \
+                     const struct kt_lanes_aux *const *aux, float *const *out, int nc) {                           \
+        (void)aux;                                                                                                  \
+        const __mmask16 keep = (__mmask16)((1u << nr) - 1);                                                         \
+        for (int c0 = 0; c0 < nc; c0 += KQ_COLS) {                                                                  \
+            if (nc - c0 >= 2)                                                                                       \
+                TILE(K, group, yp + c0, out + c0, keep, 2);                                                         \
+            else                                                                                                    \
+                TILE(K, group, yp + c0, out + c0, keep, 1);                                                         \
+        }                                                                                                           \
+    }
+
+COMPACT_RUN(compact_run_q4_K, compact_tile_q4_K)
+
+const struct kt_lanes_packer kt_lanes_packer_q4_K = {size_q4_K,   pack_q4_K,   compact_run_q4_K,
+                                                     xsize_q4_K, expand_q4_K, packed_run_q4_K};
 
 /* One row at a time, the same arithmetic: the super-block's integer sums reduced at
  * once, then the scalar float terms in the reference's order. */
@@ -383,45 +490,130 @@ LANES_K_ENTRY(kt_lanes_q6_K_avx512, tile_q6_K)
 #define K6_D (K6_SP + 8 * 64)
 #define K6_BLOCK (K6_D + 64)
 
-static size_t pack_size_q6_K(int64_t K) { return (size_t)(K / KT_QK_K) * K6_BLOCK + 64; }
+static size_t xsize_q6_K(int64_t K) { return (size_t)(K / KT_QK_K) * K6_BLOCK; }
 
-static void pack_q6_K(int64_t K, const void *w, size_t ws, int nr, void *scratch) {
+/* Compact Q6_K groups: per super-block of 16 rows, ql as 32 chunks (chunk 16h + 8p + m:
+ * ql bytes 64h + 32p + 4m..+3 of every row, row r in int32 lane r), qh as 16 chunks
+ * (8h + m: qh bytes 32h + 4m..+3), the 16 scales (scale j of row r at 16j + r), d as
+ * 16 fp16 and 32 bytes of padding: 3392 bytes for 3360. */
+#define K6C_QH 2048
+#define K6C_SC (K6C_QH + 1024)
+#define K6C_D (K6C_SC + 256)
+#define K6C_BLOCK (K6C_D + 64)
+
+static size_t size_q6_K(int64_t K) { return (size_t)(K / KT_QK_K) * K6C_BLOCK; }
+
+static void pack_q6_K(int64_t K, const void *w, size_t ws, int nr, void *group) {
     const uint8_t *row[16];
-    lanes_rows(w, ws, nr, row);
-    int32_t off[16];
-    for (int r = 0; r < 16; r++) off[r] = (int32_t)(row[r] - (const uint8_t *)w);
-    const __m512i idx = _mm512_loadu_si512(off), m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(3);
-    uint8_t *sp = align64(scratch);
-    for (int64_t i = 0; i < K / KT_QK_K; i++, sp += K6_BLOCK) {
+    __m512i idx;
+    row_index(w, ws, nr, row, &idx);
+    uint8_t *g = group;
+    for (int64_t i = 0; i < K / KT_QK_K; i++, g += K6C_BLOCK) {
         const size_t boff = (size_t)i * sizeof(kt_block_q6_K);
         const uint8_t *blk = (const uint8_t *)w + boff;
-        for (int h = 0; h < 2; h++)
-            UNROLL
-            for (int m = 0; m < 8; m++) { /* elements 128h + 32qd + 4m..+3 of quadrant qd = p + 2n */
-                const __m512i hv = _mm512_i32gather_epi32(idx, blk + offsetof(kt_block_q6_K, qh) + 32 * h + 4 * m, 1);
-                UNROLL
-                for (int p = 0; p < 2; p++) {
-                    const __m512i lv = _mm512_i32gather_epi32(idx, blk + 64 * h + 32 * p + 4 * m, 1);
-                    UNROLL
-                    for (int n = 0; n < 2; n++) {
-                        const int qd = p + 2 * n, j = 8 * h + 2 * qd + m / 4;
-                        const __m512i lo = _mm512_and_si512(n ? _mm512_srli_epi16(lv, 4) : lv, m4);
-                        const __m512i hi = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hv, 2 * qd), m3), 4);
-                        _mm512_store_si512(sp + 64 * (4 * j + m % 4), _mm512_or_si512(lo, hi));
-                    }
-                }
-            }
-        int32_t *sc = (int32_t *)(sp + K6_SC);
-        int16_t *sp16 = (int16_t *)(sp + K6_SP);
-        for (int r = 0; r < 16; r++) {
-            const int8_t *s8 = (const int8_t *)(row[r] + boff + offsetof(kt_block_q6_K, scales));
-            for (int j = 0; j < 16; j++) sc[16 * j + r] = s8[j], sp16[32 * (j / 2) + 2 * r + (j % 2)] = s8[j];
-        }
+        UNROLL
+        for (int c = 0; c < 32; c++)
+            _mm512_store_si512(g + 64 * c, _mm512_i32gather_epi32(idx, blk + offsetof(kt_block_q6_K, ql) + 4 * c, 1));
+        UNROLL
+        for (int c = 0; c < 16; c++)
+            _mm512_store_si512(g + K6C_QH + 64 * c,
+                               _mm512_i32gather_epi32(idx, blk + offsetof(kt_block_q6_K, qh) + 4 * c, 1));
+        for (int r = 0; r < 16; r++)
+            for (int j = 0; j < 16; j++) g[K6C_SC + 16 * j + r] = row[r][boff + offsetof(kt_block_q6_K, scales) + j];
         /* d: the high half of the 32 bits ending the block */
         const __m512i dd = _mm512_i32gather_epi32(idx, blk + sizeof(kt_block_q6_K) - 4, 1);
-        _mm512_store_ps(sp + K6_D, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+        _mm256_store_si256((__m256i *)(g + K6C_D), _mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+        memset(g + K6C_D + 32, 0, 32);
     }
 }
+
+/* Unsigned quants u = q + 32 of chunk position (h, m) of a compact super-block: u[qd]
+ * holds elements 128h + 32qd + 4m..+3 of every row (sub-block 8h + 2qd + m/4). */
+INLINE void q6_K_unpack(const uint8_t *g, int h, int m, __m512i u[4]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    const __m512i l0 = _mm512_load_si512(g + 64 * (16 * h + m)), l1 = _mm512_load_si512(g + 64 * (16 * h + 8 + m));
+    const __m512i hv = _mm512_load_si512(g + K6C_QH + 64 * (8 * h + m));
+    /* (x & m4) | (high bits & 0x30): ternary 0xea = (A & B) | C */
+    u[0] = _mm512_ternarylogic_epi32(l0, m4, _mm512_and_si512(_mm512_slli_epi16(hv, 4), m30), 0xea);
+    u[1] = _mm512_ternarylogic_epi32(l1, m4, _mm512_and_si512(_mm512_slli_epi16(hv, 2), m30), 0xea);
+    u[2] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l0, 4), m4, _mm512_and_si512(hv, m30), 0xea);
+    u[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l1, 4), m4, _mm512_and_si512(_mm512_srli_epi16(hv, 2), m30), 0xea);
+}
+
+/* A compact group into the prompt layout (K6_*). */
+static void expand_q6_K(int64_t K, const void *group, void *scratch) {
+    const uint8_t *g = group;
+    uint8_t *sp = scratch;
+    for (int64_t i = 0; i < K / KT_QK_K; i++, g += K6C_BLOCK, sp += K6_BLOCK) {
+        for (int h = 0; h < 2; h++)
+            UNROLL
+            for (int m = 0; m < 8; m++) {
+                __m512i u[4];
+                q6_K_unpack(g, h, m, u);
+                UNROLL
+                for (int qd = 0; qd < 4; qd++) _mm512_store_si512(sp + 64 * (4 * (8 * h + 2 * qd + m / 4) + m % 4), u[qd]);
+            }
+        int16_t *sp16 = (int16_t *)(sp + K6_SP);
+        for (int j = 0; j < 16; j++) {
+            _mm512_store_si512(sp + K6_SC + 64 * j, _mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)(g + K6C_SC + 16 * j))));
+            for (int r = 0; r < 16; r++) sp16[32 * (j / 2) + 2 * r + (j % 2)] = (int8_t)g[K6C_SC + 16 * j + r];
+        }
+        _mm512_store_ps(sp + K6_D, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K6C_D))));
+    }
+}
+
+/* Decode and small batches straight from a compact group: per sub-block j the exact
+ * -32 * bsum_j + dot(u_j, y_j), times scale j, summed; then acc + (d*dy)*isum. */
+INLINE void compact_tile_q6_K(int64_t K, const uint8_t *g, const void *const *yp, float *const *out, __mmask16 keep,
+                              const int C) {
+    __m512 acc[KQ_COLS];
+    UNROLL
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < K / KT_QK_K; i++, g += K6C_BLOCK) {
+        const kt_block_q8_K *y[KQ_COLS];
+        __m512i isum[KQ_COLS];
+        UNROLL
+        for (int c = 0; c < C; c++) y[c] = (const kt_block_q8_K *)yp[c] + i, isum[c] = _mm512_setzero_si512();
+        UNROLL
+        for (int h = 0; h < 2; h++)
+            UNROLL
+            for (int mh = 0; mh < 2; mh++) { /* sub-blocks 8h + 2qd + mh, qd = 0..3 */
+                __m512i p[4][KQ_COLS];
+                UNROLL
+                for (int qd = 0; qd < 4; qd++)
+                    UNROLL
+                    for (int c = 0; c < C; c++) p[qd][c] = _mm512_set1_epi32(-32 * y[c]->bsums[8 * h + 2 * qd + mh]);
+                UNROLL
+                for (int mm = 0; mm < 4; mm++) {
+                    const int m = 4 * mh + mm;
+                    __m512i u[4];
+                    q6_K_unpack(g, h, m, u);
+                    UNROLL
+                    for (int qd = 0; qd < 4; qd++)
+                        UNROLL
+                        for (int c = 0; c < C; c++)
+                            p[qd][c] = _mm512_dpbusd_epi32(p[qd][c], u[qd],
+                                                           _mm512_set1_epi32(load_i32(y[c]->qs + 128 * h + 32 * qd + 4 * m)));
+                }
+                UNROLL
+                for (int qd = 0; qd < 4; qd++) {
+                    const int j = 8 * h + 2 * qd + mh;
+                    const __m512i sc = _mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)(g + K6C_SC + 16 * j)));
+                    UNROLL
+                    for (int c = 0; c < C; c++) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(p[qd][c], sc));
+                }
+            }
+        const __m512 dx = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K6C_D)));
+        UNROLL
+        for (int c = 0; c < C; c++)
+            acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_mul_ps(dx, _mm512_set1_ps(y[c]->d)),
+                                                         _mm512_cvtepi32_ps(isum[c])));
+    }
+    UNROLL
+    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(out[c], keep, acc[c]);
+}
+
+COMPACT_RUN(compact_run_q6_K, compact_tile_q6_K)
 
 INLINE void packed_tile_q6_K(int64_t K, const uint8_t *sp, const void *const *yp, float *const *out, __mmask16 keep,
                              const int C) {
@@ -468,7 +660,8 @@ INLINE void packed_tile_q6_K(int64_t K, const uint8_t *sp, const void *const *yp
 
 PACKED_RUN(packed_run_q6_K, packed_tile_q6_K)
 
-const struct kt_lanes_packer kt_lanes_packer_q6_K = {pack_size_q6_K, pack_q6_K, packed_run_q6_K};
+const struct kt_lanes_packer kt_lanes_packer_q6_K = {size_q6_K,   pack_q6_K,   compact_run_q6_K,
+                                                     xsize_q6_K, expand_q6_K, packed_run_q6_K};
 
 /* One row at a time, the same arithmetic. */
 void kt_vec_dot_q6_K_q8_K_avx512(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {

@@ -41,10 +41,19 @@ static size_t lanes_aux_size(const struct kt_tensor *a) {
     return ((size_t)(a->ne[0] / 32) * sizeof(struct kt_lanes_aux) + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1);
 }
 
-/* One thread's scratch for packed 16-row blocks (rows in lanes, prompts). */
+static size_t align_up(size_t n) { return (n + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1); }
+
+/* One thread's scratch for prompts through packed 16-row groups (gemm.h): a compact
+ * group unless the weights are repacked already, then the expanded form where the
+ * type has one; a few bytes of slack to align it. */
 static size_t pack_scratch_size(const struct kt_tensor *a) {
     const struct kt_lanes_packer *pk = kt_cpu_lanes_packer(a->type);
-    return pk ? (pk->size(a->ne[0]) + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1) : 0;
+    if (!pk) return 0;
+    const uint8_t *g0;
+    size_t gs;
+    const size_t group = kt_cpu_repacked(a, &g0, &gs) ? 0 : align_up(pk->size(a->ne[0]));
+    const size_t x = pk->xsize ? align_up(pk->xsize(a->ne[0])) : 0;
+    return group + x ? group + x + KT_MEM_ALIGN : 0;
 }
 
 /* Work buffer: activation rows (and their aux) per column, then, where a pack kernel
@@ -54,8 +63,7 @@ size_t kt_cpu_mul_mat_work_size(const struct kt_tensor *dst, int n_threads) {
     int bias;
     const bool lanes = lanes_for(a, &bias) != NULL;
     size_t size = (act_row_size(dst) + (lanes ? lanes_aux_size(a) : 0)) * (size_t)kt_nrows(b);
-    if (lanes && kt_cpu_lanes_packer(a->type) && kt_nrows(b) >= PACK_MIN)
-        size += pack_scratch_size(a) * (size_t)(n_threads > 0 ? n_threads : 1);
+    if (lanes && kt_nrows(b) >= PACK_MIN) size += pack_scratch_size(a) * (size_t)(n_threads > 0 ? n_threads : 1);
     return size;
 }
 
@@ -110,32 +118,43 @@ static void gemm_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t 
 }
 
 /* Rows in lanes: rows [ir0, ir1) in groups of 16 x columns [ic0, ic1) in groups that
- * share one weight matrix: with a pack kernel and scratch, and at least PACK_MIN
- * columns, the 16-row block is transposed once into the thread's scratch for the
- * group; else the lanes kernel reads the weights as mapped. Same results either way. */
+ * share one weight matrix. A 16-row group comes from the repacked copy (g0: group 0 of
+ * the matrix, gsize bytes apart) or, given scratch and at least PACK_MIN columns, is
+ * packed into the scratch once per matrix; the packer's run computes from it, or its
+ * xrun from the expanded form (written once per group) for PACK_MIN columns and more.
+ * Else the lanes kernel reads the weights as mapped. Same results every way. */
 static void lanes_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t N, int64_t B2, int64_t r2,
                        int64_t r3, const uint8_t *wdata, size_t brow, const uint8_t *auxd, kt_lanes_fn lanes,
-                       const struct kt_lanes_packer *pack, void *scratch, int64_t ir0, int64_t ir1, int64_t ic0,
-                       int64_t ic1) {
+                       const struct kt_lanes_packer *pk, const uint8_t *g0, size_t gsize, uint8_t *scratch,
+                       int64_t ir0, int64_t ir1, int64_t ic0, int64_t ic1) {
     const int64_t K = a->ne[0];
     const size_t auxs = lanes_aux_size(a);
-    const int group = pack && scratch ? PACK_COLS : KT_LANES_COLS;
+    uint8_t *own = scratch && !g0 ? scratch : NULL; /* the thread's compact group */
+    uint8_t *xs = scratch && pk->xsize ? scratch + (own ? align_up(pk->size(K)) : 0) : NULL;
+    const int group = g0 || own ? PACK_COLS : KT_LANES_COLS;
     for (int64_t rr = ir0; rr < ir1; rr += KT_LANES_ROWS) {
         const int nr = (int)(ir1 - rr < KT_LANES_ROWS ? ir1 - rr : KT_LANES_ROWS);
-        const uint8_t *packed = NULL;
+        const uint8_t *packed = NULL, *expanded = NULL; /* which matrix own / xs hold */
         for (int64_t c = ic0; c < ic1;) {
             struct col_group g;
             next_group(a, dst, N, B2, r2, r3, wdata, brow, rr, &c, ic1, group, &g);
             const struct kt_lanes_aux *ax[PACK_COLS];
             for (int j = 0; j < g.n; j++)
                 ax[j] = auxs ? (const struct kt_lanes_aux *)(auxd + (size_t)g.col[j] * auxs) : NULL;
-            if (group == PACK_COLS && g.n >= PACK_MIN) {
-                if (g.w != packed) pack->pack(K, g.w + rr * a->nb[1], a->nb[1], nr, scratch), packed = g.w;
-                pack->run(K, scratch, nr, g.y, ax, g.out, g.n);
-            } else {
+            const uint8_t *grp = g0 ? g0 + (size_t)(rr / KT_LANES_ROWS) * gsize : NULL;
+            if (!grp && own && g.n >= PACK_MIN) {
+                if (g.w != packed) pk->pack(K, g.w + rr * a->nb[1], a->nb[1], nr, own), packed = g.w;
+                grp = own;
+            }
+            if (!grp) {
                 for (int c0 = 0; c0 < g.n; c0 += KT_LANES_COLS)
                     lanes(K, g.w + rr * a->nb[1], a->nb[1], nr, g.y + c0, ax + c0, g.out + c0,
                           g.n - c0 < KT_LANES_COLS ? g.n - c0 : KT_LANES_COLS);
+            } else if (xs && g.n >= PACK_MIN) {
+                if (g.w != expanded) pk->expand(K, grp, xs), expanded = g.w;
+                pk->xrun(K, xs, nr, g.y, ax, g.out, g.n);
+            } else {
+                pk->run(K, grp, nr, g.y, ax, g.out, g.n);
             }
         }
     }
@@ -192,23 +211,30 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
     /* phase 2: tiles of (rows of dst) x (columns). With a block kernel (gemm.h) a tile is
      * walked by groups of KT_GEMM_ROWS weight rows (kept in L1) against groups of
      * KT_GEMM_COLS columns of the same weight matrix; the tile's activations stay in L2. */
+    const uint8_t *rp_g0 = NULL;
+    size_t rp_gsize = 0;
+    const bool rp = lanes && kt_cpu_repacked(a, &rp_g0, &rp_gsize);
     const kt_gemm_fn gemm = lanes ? NULL : kt_cpu_gemm(a->type, ncols);
     /* packed 16-row blocks: the thread's scratch after the activations, if the plan made room */
-    const struct kt_lanes_packer *pack = lanes && ncols >= PACK_MIN ? kt_cpu_lanes_packer(a->type) : NULL;
+    const struct kt_lanes_packer *pack = lanes ? kt_cpu_lanes_packer(a->type) : NULL;
     const size_t scratch_off = brow * (size_t)ncols + lanes_aux_size(a) * (size_t)ncols;
+    const size_t scratch_size = pack ? pack_scratch_size(a) : 0;
     /* (the same answer on every thread: the tiles below are shared) */
-    void *scratch = pack && scratch_off + pack_scratch_size(a) * (size_t)p->nth <= p->wsize
-                        ? wdata + scratch_off + pack_scratch_size(a) * (size_t)p->ith
-                        : NULL;
+    uint8_t *scratch = pack && ncols >= PACK_MIN && scratch_size &&
+                               scratch_off + scratch_size * (size_t)p->nth <= p->wsize
+                           ? (uint8_t *)(((uintptr_t)(wdata + scratch_off + scratch_size * (size_t)p->ith) +
+                                          KT_MEM_ALIGN - 1) & ~(uintptr_t)(KT_MEM_ALIGN - 1))
+                           : NULL;
     const int64_t tile_r = ncols == 1 || gemm || lanes ? 64 : 32;
-    const int64_t tile_c = ncols == 1 ? 1 : scratch ? PACK_COLS : gemm || lanes ? 32 : 8;
+    const int64_t tile_c = ncols == 1 ? 1 : scratch || rp ? PACK_COLS : gemm || lanes ? 32 : 8;
     const int64_t nt0 = (M + tile_r - 1) / tile_r, nt1 = (ncols + tile_c - 1) / tile_c;
     const int64_t ntiles = nt0 * nt1;
     for (int64_t t = p->ith; t < ntiles; t = kt_cpu_chunk_next(p)) {
         const int64_t ir0 = (t % nt0) * tile_r, ir1 = ir0 + tile_r < M ? ir0 + tile_r : M;
         const int64_t ic0 = (t / nt0) * tile_c, ic1 = ic0 + tile_c < ncols ? ic0 + tile_c : ncols;
         if (lanes) {
-            lanes_tile(a, dst, N, B2, r2, r3, wdata, brow, auxd, lanes, pack, scratch, ir0, ir1, ic0, ic1);
+            lanes_tile(a, dst, N, B2, r2, r3, wdata, brow, auxd, lanes, pack, rp_g0, rp_gsize, scratch, ir0, ir1, ic0,
+                       ic1);
             continue;
         }
         if (gemm) {
