@@ -225,7 +225,10 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
                            ? (uint8_t *)(((uintptr_t)(wdata + scratch_off + scratch_size * (size_t)p->ith) +
                                           KT_MEM_ALIGN - 1) & ~(uintptr_t)(KT_MEM_ALIGN - 1))
                            : NULL;
-    const int64_t tile_r = ncols == 1 || gemm || lanes ? 64 : 32;
+    /* decode: 256 rows per tile, so that each thread streams long runs of the weights
+     * (64-row tiles measured ~5% slower tg on the 1.1B Q4_0: the prefetcher restarts
+     * at every tile); prompts: 64 or 32 rows, reused across the tile's columns */
+    const int64_t tile_r = ncols == 1 ? 256 : gemm || lanes ? 64 : 32;
     const int64_t tile_c = ncols == 1 ? 1 : scratch || rp ? PACK_COLS : gemm || lanes ? 32 : 8;
     const int64_t nt0 = (M + tile_r - 1) / tile_r, nt1 = (ncols + tile_c - 1) / tile_c;
     const int64_t ntiles = nt0 * nt1;
