@@ -55,10 +55,11 @@ enum kt_status kt_graph_compute_with_ctx(struct kt_context *ctx, struct kt_cgrap
 bool kt_cpu_supports_op(const struct kt_tensor *op);
 
 /* Weights repacked for this CPU's mul_mat kernels: each listed 2-D weight whose
- * type has a compact 16-row layout here (Q4_0, Q8_0 on AVX-512 VNNI; none with
- * KT_CPU_REPACK=off) is copied once into that layout (the same bytes' worth, in
- * one anonymous allocation), and mul_mat on it, or on a view of whole 16-row
- * groups, reads the copy: one sequential stream per thread. Results are bit for
+ * type has a compact 16-row layout here (Q4_0, Q8_0, Q4_K, Q6_K on AVX-512 VNNI)
+ * is copied once into that layout (within 3% of its bytes, in one anonymous
+ * allocation, in huge pages when large), any other as it is; mul_mat on it, or on
+ * a view of whole 16-row groups, reads the copy: one sequential stream per thread.
+ * KT_CPU_REPACK=off copies nothing. Results are bit for
  * bit the same. The tensors' data stay valid and unchanged (other ops read them;
  * a weight changed afterwards must be repacked again). release: the data lie in
  * a read-only file mapping whose pages may be dropped once copied (they are read

@@ -220,9 +220,16 @@ static void test_repacked(enum kt_type t, int64_t K, int64_t total, int64_t row0
     CHECK(rp != NULL);
     int bias;
     const bool lanes = kt_cpu_lanes(t, &bias) != NULL;
-    CHECKF(kt_cpu_repack_count(rp) == (lanes ? 1u : 0u), "%s: %zu tensors repacked", kt_type_name(t),
-           kt_cpu_repack_count(rp));
+    CHECKF(kt_cpu_repack_count(rp) == 1, "%s: %zu tensors repacked", kt_type_name(t), kt_cpu_repack_count(rp));
     struct kt_tensor *a = kt_view_2d(ctx, w, K, M, w->nb[1], (size_t)row0 * w->nb[1]);
+    /* the path taken: the packed copy (whole groups), else the plain copy (other types) */
+    const uint8_t *g0;
+    size_t gs;
+    const bool packed = kt_cpu_repacked(a, &g0, &gs) != NULL;
+    CHECKF(packed == (lanes && row0 % 16 == 0), "%s rows %lld..: packed copy %d", kt_type_name(t), (long long)row0,
+           packed);
+    CHECKF((kt_cpu_weight_copy(a) != NULL) == !lanes, "%s: plain copy %d", kt_type_name(t),
+           kt_cpu_weight_copy(a) != NULL);
     struct kt_tensor *b = kt_new_tensor_2d(ctx, KT_TYPE_F32, K, N);
     float *bd = b->data;
     for (int64_t i = 0; i < K * N; i++) bd[i] = gauss(s);

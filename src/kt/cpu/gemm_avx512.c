@@ -29,11 +29,12 @@ static inline float h2f(kt_fp16_t h) { return _cvtsh_ss(h); }
  * (row, column): 4 x 2 x 3 accumulators fill 24 of the 32 registers. */
 #define F16_ROWS 2
 #define F16_COLS 3
+#define F16_DECODE_ROWS 4 /* one column: 4 rows per pass (16 accumulators), fewer passes over y */
 
 INLINE void tile_f16(int64_t K, const uint8_t *w, size_t ws, const void *const *yp, float *const *out, const int R,
                      const int C) {
-    __m512 acc[F16_ROWS][F16_COLS][4];
-    const kt_fp16_t *x[F16_ROWS], *y[F16_COLS];
+    __m512 acc[F16_DECODE_ROWS][F16_COLS][4];
+    const kt_fp16_t *x[F16_DECODE_ROWS], *y[F16_COLS];
     UNROLL
     for (int r = 0; r < R; r++) x[r] = (const kt_fp16_t *)(w + (size_t)r * ws);
     UNROLL
@@ -48,7 +49,7 @@ INLINE void tile_f16(int64_t K, const uint8_t *w, size_t ws, const void *const *
     for (; i + 64 <= K; i += 64) {
         UNROLL
         for (int k = 0; k < 4; k++) {
-            __m512 xv[F16_ROWS];
+            __m512 xv[F16_DECODE_ROWS];
             UNROLL
             for (int r = 0; r < R; r++) xv[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x[r] + i + 16 * k)));
             UNROLL
@@ -81,6 +82,10 @@ INLINE void tile_f16(int64_t K, const uint8_t *w, size_t ws, const void *const *
 
 void kt_gemm_f16_f16_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
                             int nc) {
+    if (nc == 1 && nr == F16_DECODE_ROWS) {
+        tile_f16(K, w, ws, y, out, F16_DECODE_ROWS, 1);
+        return;
+    }
     for (int r0 = 0; r0 < nr; r0 += F16_ROWS) {
         const int rr = nr - r0 < F16_ROWS ? nr - r0 : F16_ROWS;
         float *o[KT_GEMM_COLS];
