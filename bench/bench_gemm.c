@@ -47,7 +47,7 @@ static double bench(enum kt_type type, int64_t M, int64_t K, int64_t N, int thre
         bd[i] = (float)((int64_t)(s >> 40) % 2001 - 1000) / 1000.0f;
     }
     free(row);
-    struct kt_cpu_repack *rp = kt_cpu_repack_weights(&a, 1, false);
+    struct kt_cpu_repack *rp = kt_cpu_repack_weights(&a, (const bool[]){true}, 1, false);
     struct kt_cgraph *gf = kt_new_graph(ctx);
     kt_build_forward_expand(gf, kt_mul_mat(ctx, a, b));
     struct kt_threadpool *tp = kt_threadpool_new(threads);

@@ -54,21 +54,24 @@ enum kt_status kt_graph_compute_with_ctx(struct kt_context *ctx, struct kt_cgrap
 /* Whether the CPU engine has a kernel for this node (type combinations included). */
 bool kt_cpu_supports_op(const struct kt_tensor *op);
 
-/* Weights repacked for this CPU's mul_mat kernels: each listed 2-D weight whose
- * type has a compact 16-row layout here (Q4_0, Q8_0, Q4_K, Q6_K on AVX-512 VNNI)
- * is copied once into that layout (within 3% of its bytes, in one anonymous
- * allocation, in huge pages when large), any other as it is; mul_mat on it, or on
- * a view of whole 16-row groups, reads the copy: one sequential stream per thread.
- * KT_CPU_REPACK=off copies nothing. Results are bit for
- * bit the same. The tensors' data stay valid and unchanged (other ops read them;
- * a weight changed afterwards must be repacked again). release: the data lie in
- * a read-only file mapping whose pages may be dropped once copied (they are read
- * back from the file when touched), so memory holds one copy. NULL (with
- * kt_last_error) only when memory runs out; free before the tensors. */
+/* Weights copied out of a model file into memory the CPU reads fastest: each
+ * listed tensor with matmul[i] set whose type has a compact 16-row layout here
+ * (Q4_0, Q8_0, Q4_K, Q6_K on AVX-512 VNNI) goes into that layout (within 3% of
+ * its bytes): mul_mat on it, or on a view of whole 16-row groups, reads the copy,
+ * one sequential stream per thread, with results bit for bit the same; its data
+ * stay where they were (other ops read them; a weight changed afterwards must be
+ * repacked again). Every other listed tensor is copied as it is and its data
+ * pointer moved to the copy (views of it must be re-pointed by the caller). One
+ * anonymous allocation, in huge pages when large. release: the data lie in a
+ * read-only file mapping whose pages may be dropped once copied (read back from
+ * the file when touched), so memory holds one copy. KT_CPU_REPACK=off copies
+ * nothing. NULL (with kt_last_error) only when memory runs out; free it after
+ * the last use of the tensors. */
 struct kt_cpu_repack;
-struct kt_cpu_repack *kt_cpu_repack_weights(struct kt_tensor *const *weights, size_t n, bool release);
+struct kt_cpu_repack *kt_cpu_repack_weights(struct kt_tensor *const *weights, const bool *matmul, size_t n,
+                                            bool release);
 size_t kt_cpu_repack_size(const struct kt_cpu_repack *r);  /* bytes held */
-size_t kt_cpu_repack_count(const struct kt_cpu_repack *r); /* tensors repacked */
+size_t kt_cpu_repack_count(const struct kt_cpu_repack *r); /* tensors copied (packed or as they are) */
 void kt_cpu_repack_free(struct kt_cpu_repack *r);
 
 /* Which SIMD paths this CPU can run ("avx512 vnni bf16 avx2 f16c ..."). */

@@ -212,28 +212,37 @@ static bool bind_all(struct binder *b) {
     return true;
 }
 
-/* The matrix weights (every 2-D tensor but an untied token embedding, which only
- * get_rows reads) into the CPU kernels' own layout where it has one; the file's
- * pages of what was copied are dropped, so memory holds one copy. */
+/* Every weight out of the file mapping into memory the CPU kernels read fastest: the
+ * matrices (every 2-D tensor but an untied token embedding, which only get_rows
+ * reads) in their packed layout where the CPU has one, the rest as they are; the
+ * file's pages are dropped, so memory holds one copy and the mapping is not touched
+ * again. */
 static bool repack(struct kiln_model *m, char *err, size_t errlen) {
     size_t n = 0, cap = 0;
     struct kt_tensor **ts = NULL;
-    bool mapped = true;
+    bool *mm = NULL, mapped = true;
     for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t)) {
-        if (t->view_src || kt_n_dims(t) != 2 || (t == m->tok_embd && m->output != m->tok_embd)) continue;
+        if (t->view_src) continue;
         if (n == cap) {
-            struct kt_tensor **nt = realloc(ts, (cap = cap ? 2 * cap : 64) * sizeof *ts);
-            if (!nt) {
-                free(ts);
+            cap = cap ? 2 * cap : 64;
+            struct kt_tensor **nt = realloc(ts, cap * sizeof *ts);
+            if (nt) ts = nt;
+            bool *nm = nt ? realloc(mm, cap * sizeof *mm) : NULL;
+            if (!nm) {
+                free(ts), free(mm);
                 return kiln_errf(err, errlen, "out of memory");
             }
-            ts = nt;
+            mm = nm;
         }
+        mm[n] = kt_n_dims(t) == 2 && (t != m->tok_embd || m->output == m->tok_embd);
         ts[n++] = t;
         mapped = mapped && gguf_in_mapping(m->gguf, t->data, kt_nbytes(t));
     }
-    m->repack = kt_cpu_repack_weights(ts, n, mapped);
-    free(ts);
+    m->repack = kt_cpu_repack_weights(ts, mm, n, mapped);
+    free(ts), free(mm);
+    /* views follow their tensor where it moved (fused q/k/v, gate/up) */
+    for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t))
+        if (t->view_src) t->data = (uint8_t *)t->view_src->data + t->view_offs;
     return m->repack || kiln_errf(err, errlen, "%s", kt_last_error());
 }
 

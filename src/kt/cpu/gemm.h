@@ -88,9 +88,6 @@ const struct kt_lanes_packer *kt_cpu_pick_lanes_packer(kt_lanes_fn lanes);
  * repacked (or is a view that does not start at a group) or this process's kernel
  * table has no compact packer for its type. */
 const struct kt_lanes_packer *kt_cpu_repacked(const struct kt_tensor *a, const uint8_t **group0, size_t *gsize);
-/* A weight copied as it is (repack.c: no packer for its type): where a's data lie in
- * the copy, or NULL. */
-const uint8_t *kt_cpu_weight_copy(const struct kt_tensor *a);
 extern const struct kt_lanes_packer kt_lanes_packer_q4_0, kt_lanes_packer_q8_0, kt_lanes_packer_q4_K,
     kt_lanes_packer_q6_K;
 /* gemm_lanes_k_avx512.c: Q4_K and Q6_K x Q8_K (aux unused: NULL will do) */

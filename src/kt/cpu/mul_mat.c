@@ -162,14 +162,6 @@ static void lanes_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t
 
 void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
     const struct kt_tensor *a = dst->src[0], *b = dst->src[1];
-    /* a weight copied as it is (repack.c): the same tensor, its data in the copy */
-    struct kt_tensor copied;
-    const uint8_t *copy = kt_cpu_weight_copy(a);
-    if (copy) {
-        copied = *a;
-        copied.data = (void *)copy;
-        a = &copied;
-    }
     const int64_t K = a->ne[0], M = a->ne[1];
     const int64_t N = b->ne[1], B2 = b->ne[2], B3 = b->ne[3];
     const int64_t r2 = B2 / a->ne[2], r3 = B3 / a->ne[3]; /* broadcast factors */

@@ -5,10 +5,12 @@
  * one sequential pass per thread, with no gathers and no reductions; prompts
  * skip the per-thread packing. The tensor's own data is left as it was, so every
  * other op (get_rows of tied embeddings, dequantization, tests) reads it as
- * before; mul_mat finds the copy through the tensor's extra pointer. A weight
- * whose type has no packer here is copied as it is: a large model's copy sits in
- * transparent huge pages, which streams faster than the file mapping's 4 KiB
- * pages (F16 1.1B tg 13.2 -> 15.3 t/s, 2 threads).
+ * before; mul_mat finds the copy through the tensor's extra pointer. Any other
+ * tensor listed is copied as it is and its data pointer moved to the copy: a large
+ * model's copy sits in transparent huge pages, which stream faster than the file
+ * mapping's 4 KiB pages (F16 1.1B tg 13.2 -> 15.3 t/s, 2 threads), and once the
+ * file's pages are dropped nothing touches the mapping again (a file system with
+ * large folios maps 2 MiB of it for one read norm weight).
  */
 #define _DEFAULT_SOURCE /* madvise, MAP_ANONYMOUS */
 #include <stdlib.h>
@@ -40,16 +42,17 @@ struct kt_cpu_repack {
     struct entry *e;
 };
 
-/* Whether a weight is copied at all (not with KT_CPU_REPACK=off). */
+/* Whether a tensor is copied at all (not with KT_CPU_REPACK=off; not twice). */
 static bool copyable(const struct kt_tensor *t) {
     const char *env = getenv("KT_CPU_REPACK");
     if (env && strcmp(env, "off") == 0) return false;
-    return !t->view_src && t->data && kt_n_dims(t) <= 2 && t->ne[1] >= 1 && kt_is_contiguous(t) && !t->extra;
+    return !t->view_src && t->data && kt_is_contiguous(t) && !t->extra;
 }
 
 /* The packer a weight can be kept in, or NULL (then it is copied as it is): a compact
  * one for its type on this CPU (none with KT_CPU_GEMM=off or below AVX-512). */
 static const struct kt_lanes_packer *packer_for(const struct kt_tensor *t) {
+    if (kt_n_dims(t) > 2) return NULL;
     int bias;
     if (!kt_cpu_lanes(t->type, &bias)) return NULL;
     const struct kt_lanes_packer *pk = kt_cpu_lanes_packer(t->type);
@@ -69,7 +72,7 @@ static void release_pages(const void *p, size_t n) {
     if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
-struct kt_cpu_repack *kt_cpu_repack_weights(struct kt_tensor *const *ts, size_t n, bool release) {
+struct kt_cpu_repack *kt_cpu_repack_weights(struct kt_tensor *const *ts, const bool *matmul, size_t n, bool release) {
     struct kt_cpu_repack *r = calloc(1, sizeof *r);
     if (!r || (n && !(r->e = calloc(n, sizeof *r->e)))) {
         free(r);
@@ -80,7 +83,7 @@ struct kt_cpu_repack *kt_cpu_repack_weights(struct kt_tensor *const *ts, size_t 
     for (size_t i = 0; i < n; i++) {
         struct kt_tensor *t = ts[i];
         if (!t || !copyable(t)) continue; /* (a tensor listed twice has its extra set already) */
-        const struct kt_lanes_packer *pk = packer_for(t);
+        const struct kt_lanes_packer *pk = matmul[i] ? packer_for(t) : NULL;
         struct entry *e = &r->e[r->n++];
         *e = (struct entry){REPACK_MAGIC, pk, t->type, t->ne[0], t->ne[1], t->nb[1], pk ? pk->size(t->ne[0]) : 0, NULL, t};
         e->base = (uint8_t *)total;
@@ -108,13 +111,16 @@ struct kt_cpu_repack *kt_cpu_repack_weights(struct kt_tensor *const *ts, size_t 
         struct entry *e = &r->e[i];
         e->base = (uint8_t *)r->mem + (size_t)e->base;
         const uint8_t *w = e->t->data;
-        if (!e->pk) memcpy(e->base, w, kt_nbytes(e->t));
+        if (!e->pk) {
+            memcpy(e->base, w, kt_nbytes(e->t));
+            e->t->data = e->base; /* (views of it must follow: the caller re-points them) */
+        }
         for (size_t g = 0; e->pk && g < groups(e->M); g++) {
             const int64_t r0 = (int64_t)g * 16;
             const int nr = (int)(e->M - r0 < 16 ? e->M - r0 : 16);
             e->pk->pack(e->K, w + (size_t)r0 * e->nb1, e->nb1, nr, e->base + g * e->gsize);
         }
-        if (release) release_pages(w, (size_t)e->M * e->nb1);
+        if (release) release_pages(w, kt_nbytes(e->t));
     }
     return r;
 }
@@ -145,9 +151,3 @@ const struct kt_lanes_packer *kt_cpu_repacked(const struct kt_tensor *a, const u
     return e->pk;
 }
 
-const uint8_t *kt_cpu_weight_copy(const struct kt_tensor *a) {
-    const struct kt_tensor *t = a->view_src ? a->view_src : a;
-    const struct entry *e = t->extra;
-    if (!e || e->magic != REPACK_MAGIC || e->t != t || e->pk) return NULL;
-    return e->base + (a->view_src ? a->view_offs : 0);
-}
