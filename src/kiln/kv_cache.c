@@ -36,7 +36,6 @@ bool kiln_kv_init(struct kiln_kv_cache *kv, const struct kiln_model *m, uint32_t
     kv->n_layer = (uint32_t)hp->n_layer;
     kv->type_k = type_k;
     kv->type_v = type_v;
-    kv->v_trans = !kt_is_quantized(type_v);
     kv->cells = calloc(size, sizeof *kv->cells);
     kv->k = calloc((size_t)hp->n_layer, sizeof *kv->k);
     kv->v = calloc((size_t)hp->n_layer, sizeof *kv->v);
@@ -50,9 +49,7 @@ bool kiln_kv_init(struct kiln_kv_cache *kv, const struct kiln_model *m, uint32_t
     for (uint32_t i = 0; i < size; i++) kv->cells[i].pos = -1;
     for (int64_t il = 0; il < hp->n_layer; il++) {
         kv->k[il] = kt_format_name(kt_new_tensor_2d(kv->ctx, type_k, n_embd_kv, size), "cache_k_l%lld", (long long)il);
-        kv->v[il] = kv->v_trans
-                        ? kt_format_name(kt_new_tensor_2d(kv->ctx, type_v, size, n_embd_kv), "cache_v_l%lld", (long long)il)
-                        : kt_format_name(kt_new_tensor_2d(kv->ctx, type_v, n_embd_kv, size), "cache_v_l%lld", (long long)il);
+        kv->v[il] = kt_format_name(kt_new_tensor_2d(kv->ctx, type_v, n_embd_kv, size), "cache_v_l%lld", (long long)il);
         if (!kv->k[il] || !kv->v[il]) {
             snprintf(err, errlen, "KV cache: %s", kt_last_error());
             kiln_kv_free(kv);
@@ -89,23 +86,15 @@ int64_t kiln_kv_find_slot(const struct kiln_kv_cache *kv, uint32_t n) {
     return -1;
 }
 
-/* Move tensor rows (row bytes each, one per cell when per_cell, else cells are
- * elements of es bytes inside each of n_rows rows of kv->size elements) so that cell
- * from[k] lands in cell k. from[] rises and from[k] >= k, so moving in order never
- * overwrites a cell still to be read. */
-static void move_cells(struct kt_tensor *t, const uint32_t *from, uint32_t n, size_t row, size_t n_rows,
-                       size_t es, void *scratch) {
+/* Move tensor rows (row bytes each, one per cell) so that cell from[k] lands in
+ * cell k. from[] rises and from[k] >= k, so moving in order never overwrites a cell
+ * still to be read. */
+static void move_cells(struct kt_tensor *t, const uint32_t *from, uint32_t n, size_t row, void *scratch) {
     size_t bytes = kt_nbytes(t);
     kt_tensor_get(t, scratch, 0, bytes);
     unsigned char *d = scratch;
-    if (es == 0) {
-        for (uint32_t k = 0; k < n; k++)
-            if (from[k] != k) memcpy(d + (size_t)k * row, d + (size_t)from[k] * row, row);
-    } else {
-        for (size_t r = 0; r < n_rows; r++)
-            for (uint32_t k = 0; k < n; k++)
-                if (from[k] != k) memcpy(d + r * row + (size_t)k * es, d + r * row + (size_t)from[k] * es, es);
-    }
+    for (uint32_t k = 0; k < n; k++)
+        if (from[k] != k) memcpy(d + (size_t)k * row, d + (size_t)from[k] * row, row);
     kt_tensor_set(t, scratch, 0, bytes);
 }
 
@@ -127,9 +116,8 @@ bool kiln_kv_defrag(struct kiln_kv_cache *kv) {
     if (n > 0 && from[n - 1] != n - 1) { /* some cell is not yet in place */
         for (uint32_t il = 0; il < kv->n_layer; il++) {
             struct kt_tensor *k = kv->k[il], *v = kv->v[il];
-            move_cells(k, from, n, k->nb[1], 0, 0, scratch);
-            if (kv->v_trans) move_cells(v, from, n, v->nb[1], (size_t)v->ne[1], kt_type_size(kv->type_v), scratch);
-            else move_cells(v, from, n, v->nb[1], 0, 0, scratch);
+            move_cells(k, from, n, k->nb[1], scratch);
+            move_cells(v, from, n, v->nb[1], scratch);
         }
         for (uint32_t k = 0; k < n; k++) kv->cells[k] = kv->cells[from[k]];
         for (uint32_t k = n; k < kv->size; k++) kv->cells[k] = (struct kiln_kv_cell){.pos = -1, .seq = 0};

@@ -18,15 +18,9 @@ struct kiln_kv_views kiln_kv_store(const struct kiln_graph_in *in, int il, struc
     const size_t krow = kt_row_size(kv->type_k, n_embd_kv);
     struct kt_tensor *k_dst = kt_view_2d(ctx, kc, n_embd_kv, T, krow, krow * (size_t)in->kv_head);
     struct kt_tensor *k_st = kt_cpy(ctx, kt_reshape_2d(ctx, k, n_embd_kv, T), k_dst);
-    struct kt_tensor *v_st;
-    const size_t es = kt_type_size(kv->type_v), vrow = kt_row_size(kv->type_v, n_embd_kv);
-    if (kv->v_trans) {
-        struct kt_tensor *v_dst = kt_view_2d(ctx, vc, T, n_embd_kv, kv->size * es, es * (size_t)in->kv_head);
-        v_st = kt_cpy(ctx, kt_transpose(ctx, v), v_dst);
-    } else {
-        struct kt_tensor *v_dst = kt_view_2d(ctx, vc, n_embd_kv, T, vrow, vrow * (size_t)in->kv_head);
-        v_st = kt_cpy(ctx, v, v_dst);
-    }
+    const size_t vrow = kt_row_size(kv->type_v, n_embd_kv);
+    struct kt_tensor *v_dst = kt_view_2d(ctx, vc, n_embd_kv, T, vrow, vrow * (size_t)in->kv_head);
+    struct kt_tensor *v_st = kt_cpy(ctx, kt_reshape_2d(ctx, v, n_embd_kv, T), v_dst);
 
     /* The views of cells [0, n_kv) name the stores as an extra source: nothing
      * else tells the scheduler that attention must read the cache after this
@@ -34,13 +28,7 @@ struct kiln_kv_views kiln_kv_store(const struct kiln_graph_in *in, int il, struc
     struct kiln_kv_views r;
     r.k = kt_view_3d(ctx, kc, D, n_kv, Hkv, krow, kt_row_size(kv->type_k, D), 0);
     if (r.k) r.k->src[1] = k_st;
-    if (kv->v_trans) {
-        r.v = kt_view_3d(ctx, vc, n_kv, D, Hkv, kv->size * es, kv->size * es * (size_t)D, 0);
-        if (r.v) r.v->src[1] = v_st;
-    } else {
-        struct kt_tensor *vr = kt_view_3d(ctx, vc, D, n_kv, Hkv, vrow, kt_row_size(kv->type_v, D), 0);
-        if (vr) vr->src[1] = v_st;
-        r.v = kt_cont(ctx, kt_transpose(ctx, kt_cast(ctx, vr, KT_TYPE_F32))); /* [n_kv, D, Hkv] */
-    }
+    r.v = kt_view_3d(ctx, vc, D, n_kv, Hkv, vrow, kt_row_size(kv->type_v, D), 0);
+    if (r.v) r.v->src[1] = v_st;
     return r;
 }

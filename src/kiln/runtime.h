@@ -123,7 +123,6 @@ struct kiln_kv_cache {
     uint32_t used;    /* cells holding at least one sequence */
     uint32_t n_layer;
     enum kt_type type_k, type_v;
-    bool v_trans;     /* V stored transposed (cells contiguous per dim) */
     struct kiln_kv_cell *cells;
     struct kt_context *ctx;
     struct kt_buffer *buf;
@@ -135,8 +134,8 @@ bool kiln_kv_init(struct kiln_kv_cache *kv, const struct kiln_model *m, uint32_t
 void kiln_kv_free(struct kiln_kv_cache *kv);
 /* Graph side (kv_graph.c): store this batch's k [D, Hkv, T] (contiguous) and v
  * [D*Hkv, T] in layer il's cells [kv_head, kv_head + T) and return what
- * attention reads, ordered after those stores: k [D, n_kv, Hkv] in the cache's
- * type and v [n_kv, D, Hkv]. Every builder goes through this. */
+ * attention reads, ordered after those stores: k and v [D, n_kv, Hkv] in the
+ * cache's types (one row per cell, for kt_attn_ext). Every builder goes through this. */
 struct kiln_graph_in;
 struct kiln_kv_views {
     struct kt_tensor *k, *v;

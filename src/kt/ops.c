@@ -21,7 +21,7 @@ static const char *op_names[KT_OP_COUNT] = {
     [KT_OP_SILU] = "SILU",         [KT_OP_GELU] = "GELU",
     [KT_OP_RELU] = "RELU",         [KT_OP_SWIGLU] = "SWIGLU",
     [KT_OP_CPY] = "CPY",           [KT_OP_CONCAT] = "CONCAT",
-    [KT_OP_CONT] = "CONT",         [KT_OP_GET_ROWS] = "GET_ROWS",
+    [KT_OP_CONT] = "CONT",         [KT_OP_GET_ROWS] = "GET_ROWS", [KT_OP_ATTN] = "ATTN",
     [KT_OP_RESHAPE] = "RESHAPE",   [KT_OP_VIEW] = "VIEW",
     [KT_OP_PERMUTE] = "PERMUTE",   [KT_OP_TRANSPOSE] = "TRANSPOSE",
 };
@@ -463,6 +463,45 @@ struct kt_tensor *kt_soft_max_ext(struct kt_context *ctx, struct kt_tensor *a, s
     if (t) {
         kt_set_op_param_f32(t, 0, scale);
         kt_set_op_param_f32(t, 1, max_bias);
+    }
+    return t;
+}
+
+static bool attn_kv(const char *what, const struct kt_tensor *x) {
+    if (!kt_get_type_traits(x->type)->to_float || x->ne[0] % kt_blck_size(x->type) != 0) {
+        kt_set_error("kt_attn_ext: %s of type %s cannot be read in rows of %lld", what, kt_type_name(x->type),
+                     (long long)x->ne[0]);
+        return false;
+    }
+    if (x->nb[0] != kt_type_size(x->type) || x->ne[3] != 1) {
+        kt_set_error("kt_attn_ext: %s " SHAPE_FMT " needs packed rows and 3 dims", what, SHAPE_ARGS(x));
+        return false;
+    }
+    return true;
+}
+
+struct kt_tensor *kt_attn_ext(struct kt_context *ctx, struct kt_tensor *q, struct kt_tensor *k, struct kt_tensor *v,
+                              struct kt_tensor *mask, float scale) {
+    if (!q || !k || !v) return NULL;
+    if (!need_f32("attn_ext", q) || !attn_kv("k", k) || !attn_kv("v", v)) return NULL;
+    if (q->nb[0] != sizeof(float) || q->ne[3] != 1 || k->ne[0] != q->ne[0] || v->ne[0] != q->ne[0] ||
+        v->ne[1] != k->ne[1] || v->ne[2] != k->ne[2] || k->ne[2] < 1 || q->ne[1] % k->ne[2] != 0) {
+        kt_set_error("kt_attn_ext: q " SHAPE_FMT ", k " SHAPE_FMT ", v " SHAPE_FMT " do not fit", SHAPE_ARGS(q),
+                     SHAPE_ARGS(k), SHAPE_ARGS(v));
+        return NULL;
+    }
+    if (mask && (mask->type != KT_TYPE_F32 || mask->ne[0] != k->ne[1] || mask->ne[1] < q->ne[2] ||
+                 mask->ne[2] != 1 || mask->ne[3] != 1 || mask->nb[0] != sizeof(float))) {
+        kt_set_error("kt_attn_ext: mask " SHAPE_FMT " (F32, [n_kv, >= T]) does not cover k " SHAPE_FMT ", q " SHAPE_FMT,
+                     SHAPE_ARGS(mask), SHAPE_ARGS(k), SHAPE_ARGS(q));
+        return NULL;
+    }
+    const int64_t ne[KT_MAX_DIMS] = {q->ne[0], q->ne[1], q->ne[2], 1};
+    struct kt_tensor *t = new_result(ctx, KT_OP_ATTN, KT_TYPE_F32, ne, q, k);
+    if (t) {
+        t->src[2] = v;
+        t->src[3] = mask;
+        kt_set_op_param_f32(t, 0, scale);
     }
     return t;
 }

@@ -43,16 +43,11 @@ static struct kt_tensor *attention(const struct kiln_graph_in *in, int il, struc
     q = kt_rope_ext(ctx, q, in->pos, m->rope_freqs, rp);
     k = kt_rope_ext(ctx, k, in->pos, m->rope_freqs, rp);
 
-    /* into the cache; K [D, n_kv, Hkv] and V [n_kv, D, Hkv] read it back after the stores */
+    /* into the cache; K and V [D, n_kv, Hkv] read it back after the stores; one fused
+     * attention op over the cells the mask leaves to each token */
     const struct kiln_kv_views kv = kiln_kv_store(in, il, k, v);
-    struct kt_tensor *K = kv.k, *V = kv.v;
-
-    struct kt_tensor *qp = kt_permute(ctx, q, 0, 2, 1, 3);           /* [D, T, H] */
-    struct kt_tensor *kq = kt_mul_mat(ctx, K, qp);                    /* [n_kv, T, H] */
-    kq = kt_soft_max_ext(ctx, kq, in->mask, 1.0f / sqrtf((float)D), 0.0f);
-    struct kt_tensor *kqv = kt_mul_mat(ctx, V, kq);                   /* [D, T, H] */
-    cur = kt_cont_4d(ctx, kt_permute(ctx, kqv, 0, 2, 1, 3), D * H, T, 1, 1); /* [D*H, T] */
-    return kt_mul_mat(ctx, L->wo, cur);
+    struct kt_tensor *att = kt_attn_ext(ctx, q, kv.k, kv.v, in->mask, 1.0f / sqrtf((float)D)); /* [D, H, T] */
+    return kt_mul_mat(ctx, L->wo, kt_reshape_2d(ctx, att, D * H, T));
 }
 
 struct kt_tensor *kiln_build_llama(const struct kiln_graph_in *in) {

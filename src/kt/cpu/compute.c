@@ -50,6 +50,7 @@ const struct kt_cpu_op kt_cpu_ops[KT_OP_COUNT] = {
     [KT_OP_SWIGLU] = {.fn = kt_cpu_swiglu},
     [KT_OP_CONCAT] = {.fn = kt_cpu_concat},
     [KT_OP_GET_ROWS] = {.fn = kt_cpu_get_rows},
+    [KT_OP_ATTN] = {.fn = kt_cpu_attn, .work_size = kt_cpu_attn_work_size},
     /* RESHAPE, VIEW, PERMUTE, TRANSPOSE: nothing to compute */
 };
 

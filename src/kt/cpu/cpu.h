@@ -73,6 +73,8 @@ void kt_cpu_relu(const struct kt_compute_params *p, struct kt_tensor *dst);
 void kt_cpu_swiglu(const struct kt_compute_params *p, struct kt_tensor *dst);
 void kt_cpu_concat(const struct kt_compute_params *p, struct kt_tensor *dst);
 void kt_cpu_get_rows(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_attn(const struct kt_compute_params *p, struct kt_tensor *dst); /* ops_attn.c */
+size_t kt_cpu_attn_work_size(const struct kt_tensor *dst, int n_threads);
 
 size_t kt_cpu_mul_mat_work_size(const struct kt_tensor *dst, int n_threads);
 bool kt_cpu_cpy_supports(const struct kt_tensor *dst);

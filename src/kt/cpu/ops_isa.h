@@ -31,6 +31,11 @@ void kt_cpu_swiglu_row_avx512(int64_t n, float *y, const float *x, const float *
  * the angle whose cos/sin are c[i], s[i]; the same fused arithmetic as the scalar loop. y may alias x. */
 void kt_cpu_rope_row_avx512(int64_t n_pairs, bool neox, float *y, const float *x, const float *c,
                             const float *s);
+/* Fused attention's rows (ops_attn.c), n a multiple of 16: an F16 row as floats, a dot
+ * product (lanes summed by _mm512_reduce_add_ps), and o += p * v. */
+void kt_cpu_f16_row_avx512(int64_t n, float *out, const void *row);
+float kt_cpu_dot_row_avx512(int64_t n, const float *a, const float *b);
+void kt_cpu_axpy_row_avx512(int64_t n, float *o, float p, const float *v);
 
 /* Whether the AVX-512 row kernels may run: the CPU has AVX-512F/DQ/BW/VL and the
  * environment does not cap the ISA (KT_CPU_ISA=ref|avx2, as for the dot products).

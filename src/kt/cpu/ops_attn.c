@@ -1,0 +1,108 @@
+/*
+ * ops_attn.c - fused attention on the CPU (KT_OP_ATTN): for each token and
+ * group of query heads sharing a k/v head, the cells the mask leaves finite
+ * are listed in cell order, their scores q.k * scale + mask computed (each k
+ * row read once for the group), softmax taken over that packed list, and the
+ * v rows of the list summed in its order. Nothing is summed over a masked
+ * cell, not even a zero: a sequence's result depends only on its own cells in
+ * their order, never on where in the cache they sit or what lies between
+ * them. No [n_kv, T, H] score tensor is materialised, and the cache is read
+ * in place (no transposed copy of V per token).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ops_isa.h"
+#include "ops_util.h"
+
+/* Per thread: the packed cell list, G rows of scores and of probabilities, a k/v
+ * row as floats and G output rows. */
+static size_t per_thread(int64_t n_kv, int64_t G, int64_t D) {
+    return ((size_t)n_kv * (sizeof(int32_t) + 2 * (size_t)G * sizeof(float)) + (size_t)(1 + G) * (size_t)D * sizeof(float) +
+            64 + 63) & ~(size_t)63;
+}
+
+size_t kt_cpu_attn_work_size(const struct kt_tensor *dst, int n_threads) {
+    const struct kt_tensor *q = dst->src[0], *k = dst->src[1];
+    return per_thread(k->ne[1], q->ne[1] / k->ne[2], q->ne[0]) * (size_t)(n_threads > 0 ? n_threads : 1);
+}
+
+/* softmax of n packed scores (no mask left: every one is finite) */
+static void softmax(int64_t n, float *p, const float *s, bool simd) {
+    if (simd) {
+        kt_cpu_soft_max_row_avx512(n, p, s, NULL, false, 1.0f, 1.0f);
+        return;
+    }
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) mx = s[i] > mx ? s[i] : mx;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += p[i] = expf(s[i] - mx);
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) p[i] *= inv;
+}
+
+/* a k or v row as floats */
+static void load_row(const struct kt_tensor *x, const char *row, float *out, int64_t D, bool simd) {
+    if (simd && x->type == KT_TYPE_F16) {
+        kt_cpu_f16_row_avx512(D, out, row);
+        return;
+    }
+    if (kt_is_quantized(x->type))
+        kt_get_type_traits(x->type)->to_float(row, out, D);
+    else
+        for (int64_t d = 0; d < D; d++) out[d] = kt_cpu_load(x->type, row + d * x->nb[0]);
+}
+
+static float dot(const float *a, const float *b, int64_t D, bool simd) {
+    if (simd) return kt_cpu_dot_row_avx512(D, a, b);
+    float s = 0.0f;
+    for (int64_t d = 0; d < D; d++) s += a[d] * b[d];
+    return s;
+}
+
+/* o += p * v over D floats */
+static void axpy(float *o, float p, const float *v, int64_t D, bool simd) {
+    if (simd) {
+        kt_cpu_axpy_row_avx512(D, o, p, v);
+        return;
+    }
+    for (int64_t d = 0; d < D; d++) o[d] += p * v[d];
+}
+
+void kt_cpu_attn(const struct kt_compute_params *p, struct kt_tensor *dst) {
+    const struct kt_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *mask = dst->src[3];
+    const float scale = kt_get_op_param_f32(dst, 0);
+    const int64_t D = q->ne[0], H = q->ne[1], T = q->ne[2], n_kv = k->ne[1], Hkv = k->ne[2], G = H / Hkv;
+    const bool simd = kt_cpu_ops_use_avx512() && D % 16 == 0;
+
+    uint8_t *w = (uint8_t *)(((uintptr_t)p->wdata + 63) & ~(uintptr_t)63) + per_thread(n_kv, G, D) * (size_t)p->ith;
+    int32_t *idx = (int32_t *)w;
+    float *s = (float *)(idx + n_kv), *pr = s + G * n_kv, *row = pr + G * n_kv, *o = row + D;
+
+    for (int64_t u = p->ith; u < T * Hkv; u += p->nth) {
+        const int64_t t = u / Hkv, kh = u % Hkv;
+        const float *m = mask ? (const float *)((const char *)mask->data + t * mask->nb[1]) : NULL;
+        int64_t n = 0;
+        for (int64_t i = 0; i < n_kv; i++)
+            if (!m || m[i] != -INFINITY) idx[n++] = (int32_t)i;
+        const float *qh = (const float *)((const char *)q->data + t * q->nb[2] + kh * G * q->nb[1]);
+        /* scores: each k row once for the group's heads */
+        for (int64_t j = 0; j < n; j++) {
+            load_row(k, (const char *)k->data + idx[j] * k->nb[1] + kh * k->nb[2], row, D, simd);
+            const float add = m ? m[idx[j]] : 0.0f;
+            for (int64_t g = 0; g < G; g++)
+                s[g * n_kv + j] = dot((const float *)((const char *)qh + g * q->nb[1]), row, D, simd) * scale + add;
+        }
+        for (int64_t g = 0; g < G; g++) {
+            if (n) softmax(n, pr + g * n_kv, s + g * n_kv, simd);
+            memset(o + g * D, 0, (size_t)D * sizeof(float));
+        }
+        /* the v rows of the list, in its order */
+        for (int64_t j = 0; j < n; j++) {
+            load_row(v, (const char *)v->data + idx[j] * v->nb[1] + kh * v->nb[2], row, D, simd);
+            for (int64_t g = 0; g < G; g++) axpy(o + g * D, pr[g * n_kv + j], row, D, simd);
+        }
+        for (int64_t g = 0; g < G; g++)
+            memcpy((char *)dst->data + t * dst->nb[2] + (kh * G + g) * dst->nb[1], o + g * D, (size_t)D * sizeof(float));
+    }
+}
