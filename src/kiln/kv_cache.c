@@ -48,8 +48,10 @@ bool kiln_kv_init(struct kiln_kv_cache *kv, const struct kiln_model *m, uint32_t
     }
     for (uint32_t i = 0; i < size; i++) kv->cells[i].pos = -1;
     for (int64_t il = 0; il < hp->n_layer; il++) {
-        kv->k[il] = kt_format_name(kt_new_tensor_2d(kv->ctx, type_k, n_embd_kv, size), "cache_k_l%lld", (long long)il);
-        kv->v[il] = kt_format_name(kt_new_tensor_2d(kv->ctx, type_v, n_embd_kv, size), "cache_v_l%lld", (long long)il);
+        /* [D, cells, Hkv]: each k/v head's cells contiguous, so attention streams them */
+        const int64_t D = hp->n_embd_head, Hkv = n_embd_kv / D;
+        kv->k[il] = kt_format_name(kt_new_tensor_3d(kv->ctx, type_k, D, size, Hkv), "cache_k_l%lld", (long long)il);
+        kv->v[il] = kt_format_name(kt_new_tensor_3d(kv->ctx, type_v, D, size, Hkv), "cache_v_l%lld", (long long)il);
         if (!kv->k[il] || !kv->v[il]) {
             snprintf(err, errlen, "KV cache: %s", kt_last_error());
             kiln_kv_free(kv);
@@ -86,15 +88,17 @@ int64_t kiln_kv_find_slot(const struct kiln_kv_cache *kv, uint32_t n) {
     return -1;
 }
 
-/* Move tensor rows (row bytes each, one per cell) so that cell from[k] lands in
- * cell k. from[] rises and from[k] >= k, so moving in order never overwrites a cell
- * still to be read. */
-static void move_cells(struct kt_tensor *t, const uint32_t *from, uint32_t n, size_t row, void *scratch) {
-    size_t bytes = kt_nbytes(t);
+/* Move a cache tensor's cells ([D, cells, Hkv]: one row per cell in each head's
+ * plane) so that cell from[k] lands in cell k. from[] rises and from[k] >= k, so
+ * moving in order never overwrites a cell still to be read. */
+static void move_cells(struct kt_tensor *t, const uint32_t *from, uint32_t n, void *scratch) {
+    size_t bytes = kt_nbytes(t), row = t->nb[1];
     kt_tensor_get(t, scratch, 0, bytes);
-    unsigned char *d = scratch;
-    for (uint32_t k = 0; k < n; k++)
-        if (from[k] != k) memcpy(d + (size_t)k * row, d + (size_t)from[k] * row, row);
+    for (int64_t h = 0; h < t->ne[2]; h++) {
+        unsigned char *d = (unsigned char *)scratch + (size_t)h * t->nb[2];
+        for (uint32_t k = 0; k < n; k++)
+            if (from[k] != k) memcpy(d + (size_t)k * row, d + (size_t)from[k] * row, row);
+    }
     kt_tensor_set(t, scratch, 0, bytes);
 }
 
@@ -116,8 +120,8 @@ bool kiln_kv_defrag(struct kiln_kv_cache *kv) {
     if (n > 0 && from[n - 1] != n - 1) { /* some cell is not yet in place */
         for (uint32_t il = 0; il < kv->n_layer; il++) {
             struct kt_tensor *k = kv->k[il], *v = kv->v[il];
-            move_cells(k, from, n, k->nb[1], scratch);
-            move_cells(v, from, n, v->nb[1], scratch);
+            move_cells(k, from, n, scratch);
+            move_cells(v, from, n, scratch);
         }
         for (uint32_t k = 0; k < n; k++) kv->cells[k] = kv->cells[from[k]];
         for (uint32_t k = n; k < kv->size; k++) kv->cells[k] = (struct kiln_kv_cell){.pos = -1, .seq = 0};

@@ -15,11 +15,11 @@
 #include "ops_isa.h"
 #include "ops_util.h"
 
-/* Per thread: the packed cell list, G rows of scores and of probabilities, a k/v
- * row as floats and G output rows. */
+/* Per thread: the packed cell list and its mask values, G rows of scores and of
+ * probabilities, 16 k/v rows as floats and G output rows. */
 static size_t per_thread(int64_t n_kv, int64_t G, int64_t D) {
-    return ((size_t)n_kv * (sizeof(int32_t) + 2 * (size_t)G * sizeof(float)) + (size_t)(1 + G) * (size_t)D * sizeof(float) +
-            64 + 63) & ~(size_t)63;
+    return ((size_t)n_kv * (sizeof(int32_t) + (1 + 2 * (size_t)G) * sizeof(float)) +
+            (size_t)(16 + G) * (size_t)D * sizeof(float) + 64 + 63) & ~(size_t)63;
 }
 
 size_t kt_cpu_attn_work_size(const struct kt_tensor *dst, int n_threads) {
@@ -77,19 +77,27 @@ void kt_cpu_attn(const struct kt_compute_params *p, struct kt_tensor *dst) {
 
     uint8_t *w = (uint8_t *)(((uintptr_t)p->wdata + 63) & ~(uintptr_t)63) + per_thread(n_kv, G, D) * (size_t)p->ith;
     int32_t *idx = (int32_t *)w;
-    float *s = (float *)(idx + n_kv), *pr = s + G * n_kv, *row = pr + G * n_kv, *o = row + D;
+    float *madd = (float *)(idx + n_kv), *s = madd + n_kv, *pr = s + G * n_kv, *row = pr + G * n_kv, *o = row + 16 * D;
+    const bool f16 = simd && k->type == KT_TYPE_F16 && v->type == KT_TYPE_F16;
 
     for (int64_t u = p->ith; u < T * Hkv; u += p->nth) {
         const int64_t t = u / Hkv, kh = u % Hkv;
         const float *m = mask ? (const float *)((const char *)mask->data + t * mask->nb[1]) : NULL;
         int64_t n = 0;
         for (int64_t i = 0; i < n_kv; i++)
-            if (!m || m[i] != -INFINITY) idx[n++] = (int32_t)i;
+            if (!m || m[i] != -INFINITY) madd[n] = m ? m[i] : 0.0f, idx[n++] = (int32_t)i;
         const float *qh = (const float *)((const char *)q->data + t * q->nb[2] + kh * G * q->nb[1]);
+        if (f16 && n > 0) {
+            kt_cpu_attn_unit_avx512(D, G, n, qh, q->nb[1], (const uint8_t *)k->data + kh * k->nb[2], k->nb[1],
+                                    (const uint8_t *)v->data + kh * v->nb[2], v->nb[1], idx, madd, scale, s, pr,
+                                    (size_t)n_kv, row, (float *)((char *)dst->data + t * dst->nb[2] + kh * G * dst->nb[1]),
+                                    dst->nb[1]);
+            continue;
+        }
         /* scores: each k row once for the group's heads */
         for (int64_t j = 0; j < n; j++) {
             load_row(k, (const char *)k->data + idx[j] * k->nb[1] + kh * k->nb[2], row, D, simd);
-            const float add = m ? m[idx[j]] : 0.0f;
+            const float add = madd[j];
             for (int64_t g = 0; g < G; g++)
                 s[g * n_kv + j] = dot((const float *)((const char *)qh + g * q->nb[1]), row, D, simd) * scale + add;
         }

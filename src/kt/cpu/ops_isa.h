@@ -31,6 +31,15 @@ void kt_cpu_swiglu_row_avx512(int64_t n, float *y, const float *x, const float *
  * the angle whose cos/sin are c[i], s[i]; the same fused arithmetic as the scalar loop. y may alias x. */
 void kt_cpu_rope_row_avx512(int64_t n_pairs, bool neox, float *y, const float *x, const float *c,
                             const float *s);
+/* One unit of fused attention (ops_attn.c) over an F16 cache, D a multiple of 16: G
+ * query rows (q_stride bytes apart) against the n cells idx[] of a packed list (k/v
+ * rows k_stride / v_stride bytes apart, madd[j] the mask value of entry j): scores
+ * into s, probabilities into p (rows s_stride floats apart), kf scratch of 16*D
+ * floats, outputs rows out_stride bytes apart. */
+void kt_cpu_attn_unit_avx512(int64_t D, int64_t G, int64_t n, const float *q, size_t q_stride, const uint8_t *k,
+                             size_t k_stride, const uint8_t *v, size_t v_stride, const int32_t *idx, const float *madd,
+                             float scale, float *s, float *p, size_t s_stride, float *kf, float *out,
+                             size_t out_stride);
 /* Fused attention's rows (ops_attn.c), n a multiple of 16: an F16 row as floats, a dot
  * product (lanes summed by _mm512_reduce_add_ps), and o += p * v. */
 void kt_cpu_f16_row_avx512(int64_t n, float *out, const void *row);

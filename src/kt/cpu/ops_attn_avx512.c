@@ -1,0 +1,97 @@
+/*
+ * ops_attn_avx512.c - one unit of the fused attention (ops_attn.c) with
+ * AVX-512 and an F16 cache: G query rows against the n cells of a packed list.
+ * Each score is the row's dot with the cell's k row, D/16 fused multiply-adds
+ * into one register then its 16 lanes summed by a fixed tree (done for 16
+ * cells at once, the tree the same for each), times scale, plus the cell's
+ * mask value; softmax per row over the list; then the v rows added in list
+ * order. No arithmetic depends on where a cell sits in the cache or in the
+ * list's groups of 16, so the result is the same for a sequence wherever its
+ * cells are and whichever tokens share the batch.
+ */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ops_isa.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+
+/* Sixteen registers' lanes summed: lane i of the result is the sum of r[i]'s lanes
+ * (pairs of 32-bit lanes, then of 64-bit halves, then the four 128-bit quarters). */
+INLINE __m512 sum16(__m512 r[16]) {
+    __m512 b[8], c[4];
+    UNROLL
+    for (int i = 0; i < 8; i++)
+        b[i] = _mm512_add_ps(_mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]), _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]));
+    UNROLL
+    for (int i = 0; i < 4; i++) {
+        const __m512d x = _mm512_castps_pd(b[2 * i]), y = _mm512_castps_pd(b[2 * i + 1]);
+        c[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+    }
+    /* c[i], quarter L: cells 4i..4i+3 over quarter L of the inputs */
+    const __m512 f01 = _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], 0x44), _mm512_shuffle_f32x4(c[0], c[1], 0xee));
+    const __m512 f23 = _mm512_add_ps(_mm512_shuffle_f32x4(c[2], c[3], 0x44), _mm512_shuffle_f32x4(c[2], c[3], 0xee));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(f01, f23, 0x88), _mm512_shuffle_f32x4(f01, f23, 0xdd));
+}
+
+INLINE __m512 f16x16(const void *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+
+void kt_cpu_attn_unit_avx512(int64_t D, int64_t G, int64_t n, const float *q, size_t q_stride, const uint8_t *k,
+                             size_t k_stride, const uint8_t *v, size_t v_stride, const int32_t *idx, const float *madd,
+                             float scale, float *s, float *p, size_t s_stride, float *kf, float *out,
+                             size_t out_stride) {
+    const int64_t nc = D / 16;
+    const __m512 vscale = _mm512_set1_ps(scale);
+    /* scores, 16 cells at a time: their k rows as floats once, then each query row */
+    for (int64_t j0 = 0; j0 < n; j0 += 16) {
+        const int64_t m = n - j0 < 16 ? n - j0 : 16;
+        for (int64_t c = 0; c < 16; c++)
+            for (int64_t i = 0; i < nc; i++)
+                _mm512_storeu_ps(kf + c * D + 16 * i, c < m ? f16x16(k + (size_t)idx[j0 + c] * k_stride + 32 * i)
+                                                            : _mm512_setzero_ps());
+        const __mmask16 keep = (__mmask16)((1u << m) - 1);
+        const __m512 add = _mm512_maskz_loadu_ps(keep, madd + j0);
+        for (int64_t g = 0; g < G; g++) {
+            const float *qr = (const float *)((const uint8_t *)q + (size_t)g * q_stride);
+            __m512 r[16];
+            UNROLL
+            for (int c = 0; c < 16; c++) {
+                __m512 a = _mm512_mul_ps(_mm512_loadu_ps(qr), _mm512_loadu_ps(kf + c * D));
+                for (int64_t i = 1; i < nc; i++)
+                    a = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 16 * i), _mm512_loadu_ps(kf + c * D + 16 * i), a);
+                r[c] = a;
+            }
+            _mm512_mask_storeu_ps(s + g * s_stride + j0, keep, _mm512_add_ps(_mm512_mul_ps(sum16(r), vscale), add));
+        }
+    }
+    for (int64_t g = 0; g < G; g++) kt_cpu_soft_max_row_avx512(n, p + g * s_stride, s + g * s_stride, NULL, false, 1.0f, 1.0f);
+    /* outputs: the v rows in list order, four query rows (and D/16 registers each) at a time */
+    for (int64_t g0 = 0; g0 < G; g0 += 4) {
+        const int64_t gn = G - g0 < 4 ? G - g0 : 4;
+        for (int64_t i0 = 0; i0 < nc; i0 += 4) {
+            const int64_t in = nc - i0 < 4 ? nc - i0 : 4;
+            __m512 acc[4][4];
+            UNROLL
+            for (int g = 0; g < 4; g++)
+                UNROLL
+                for (int i = 0; i < 4; i++) acc[g][i] = _mm512_setzero_ps();
+            for (int64_t j = 0; j < n; j++) {
+                const uint8_t *vr = v + (size_t)idx[j] * v_stride + 32 * i0;
+                __m512 vv[4];
+                UNROLL
+                for (int i = 0; i < 4; i++) vv[i] = i < in ? f16x16(vr + 32 * i) : _mm512_setzero_ps();
+                UNROLL
+                for (int g = 0; g < 4; g++) {
+                    const __m512 pj = _mm512_set1_ps(g < gn ? p[(g0 + g) * s_stride + j] : 0.0f);
+                    UNROLL
+                    for (int i = 0; i < 4; i++) acc[g][i] = _mm512_fmadd_ps(pj, vv[i], acc[g][i]);
+                }
+            }
+            for (int g = 0; g < gn; g++)
+                for (int i = 0; i < in; i++)
+                    _mm512_storeu_ps((float *)((uint8_t *)out + (size_t)(g0 + g) * out_stride) + 16 * (i0 + i), acc[g][i]);
+        }
+    }
+}
