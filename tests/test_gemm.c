@@ -129,6 +129,21 @@ static void test_lanes(enum kt_type t, kt_lanes_fn lanes, int bias, int64_t K, b
     free(w), free(y), free(aux), free(x);
 }
 
+/* d = mul_mat computed on 1, 2 and 4 threads into first (nout floats): the three must agree bit for bit. */
+static void compute_threads(struct kt_context *ctx, struct kt_tensor *d, float *first, int64_t nout, const char *what) {
+    struct kt_cgraph *gf = kt_new_graph(ctx);
+    kt_build_forward_expand(gf, d);
+    static const int threads[] = {1, 2, 4};
+    for (size_t ti = 0; ti < 3; ti++) {
+        CHECK(kt_graph_compute_with_ctx(ctx, gf, threads[ti]) == KT_STATUS_SUCCESS);
+        if (ti == 0)
+            memcpy(first, d->data, (size_t)nout * sizeof(float));
+        else
+            CHECKF(memcmp(first, d->data, (size_t)nout * sizeof(float)) == 0, "%s: %d threads differ from 1", what,
+                   threads[ti]);
+    }
+}
+
 /* mul_mat of weights [K, M, W2, W3] and activations [K, N, W2*R2, W3*R3]: made
  * contiguous, or as a permuted view (rows not adjacent), or transposed (strided elements). */
 enum act_layout { ACT_CONTIG, ACT_PERMUTED, ACT_TRANSPOSED };
@@ -155,20 +170,10 @@ static void test_mul_mat(enum kt_type t, int64_t K, int64_t M, int64_t N, int64_
         for (int64_t i = 0; i < kt_nelements(base); i++) bd[i] = gauss(s);
     }
     struct kt_tensor *d = kt_mul_mat(ctx, a, b);
-    struct kt_cgraph *gf = kt_new_graph(ctx);
-    kt_build_forward_expand(gf, d);
     const int64_t nout = M * N * B2 * B3;
     float *first = malloc((size_t)nout * sizeof(float)), *want = malloc((size_t)nout * sizeof(float));
     float *wantd = malloc((size_t)nout * sizeof(float));
-    static const int threads[] = {1, 2, 4};
-    for (size_t ti = 0; ti < 3; ti++) {
-        CHECK(kt_graph_compute_with_ctx(ctx, gf, threads[ti]) == KT_STATUS_SUCCESS);
-        if (ti == 0)
-            memcpy(first, d->data, (size_t)nout * sizeof(float));
-        else
-            CHECKF(memcmp(first, d->data, (size_t)nout * sizeof(float)) == 0, "%s: %d threads differ from 1",
-                   kt_type_name(t), threads[ti]);
-    }
+    compute_threads(ctx, d, first, nout, kt_type_name(t));
     /* references: one dot per element on the reference quantizer's bytes (the scalar
      * reference's own dot where rows in lanes run), and doubles */
     int bias;
@@ -236,19 +241,9 @@ static void test_repacked(enum kt_type t, int64_t K, int64_t total, int64_t row0
     float *bd = b->data;
     for (int64_t i = 0; i < K * N; i++) bd[i] = gauss(s);
     struct kt_tensor *d = kt_mul_mat(ctx, a, b);
-    struct kt_cgraph *gf = kt_new_graph(ctx);
-    kt_build_forward_expand(gf, d);
     const int64_t nout = M * N;
     float *first = malloc((size_t)nout * sizeof(float)), *want = malloc((size_t)nout * sizeof(float));
-    static const int threads[] = {1, 2, 4};
-    for (size_t ti = 0; ti < 3; ti++) {
-        CHECK(kt_graph_compute_with_ctx(ctx, gf, threads[ti]) == KT_STATUS_SUCCESS);
-        if (ti == 0)
-            memcpy(first, d->data, (size_t)nout * sizeof(float));
-        else
-            CHECKF(memcmp(first, d->data, (size_t)nout * sizeof(float)) == 0, "%s repacked: %d threads differ from 1",
-                   kt_type_name(t), threads[ti]);
-    }
+    compute_threads(ctx, d, first, nout, "repacked");
     const kt_vec_dot_fn dot = lanes ? kt_get_type_traits(t)->vec_dot : kt_cpu_vec_dot(t);
     uint8_t *qcol = malloc(kt_row_size(vdt, K));
     for (int64_t c = 0; c < N; c++) {

@@ -207,6 +207,14 @@ static void expand_q4_K(int64_t K, const void *group, void *scratch) {
 
 #define K4P_COLS 4
 
+/* A Q4_K super-block's term, the reference's float order: acc + ((d*dy)*isum - (dmin*dy)*msum). */
+INLINE __m512 q4_K_add(__m512 acc, __m512 dx, __m512 dm, float d, __m512i isum, __m512i msum) {
+    const __m512 dy = _mm512_set1_ps(d);
+    const __m512 a = _mm512_mul_ps(_mm512_mul_ps(dx, dy), _mm512_cvtepi32_ps(isum));
+    const __m512 b = _mm512_mul_ps(_mm512_mul_ps(dm, dy), _mm512_cvtepi32_ps(msum));
+    return _mm512_add_ps(acc, _mm512_sub_ps(a, b));
+}
+
 INLINE int32_t load_i32(const void *p) {
     int32_t v;
     memcpy(&v, p, sizeof v);
@@ -251,12 +259,7 @@ INLINE void packed_tile_q4_K(int64_t K, const uint8_t *sp, const void *const *yp
         }
         const __m512 dx = _mm512_load_ps(sp + K4_D), dm = _mm512_load_ps(sp + K4_D + 64);
         UNROLL
-        for (int c = 0; c < C; c++) {
-            const __m512 dy = _mm512_set1_ps(y[c]->d);
-            const __m512 a = _mm512_mul_ps(_mm512_mul_ps(dx, dy), _mm512_cvtepi32_ps(isum[c]));
-            const __m512 b = _mm512_mul_ps(_mm512_mul_ps(dm, dy), _mm512_cvtepi32_ps(msum[c]));
-            acc[c] = _mm512_add_ps(acc[c], _mm512_sub_ps(a, b));
-        }
+        for (int c = 0; c < C; c++) acc[c] = q4_K_add(acc[c], dx, dm, y[c]->d, isum[c], msum[c]);
     }
     UNROLL
     for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(out[c], keep, acc[c]);
@@ -328,12 +331,7 @@ INLINE void compact_tile_q4_K(int64_t K, const uint8_t *g, const void *const *yp
         const __m512 dx = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K4C_D)));
         const __m512 dm = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K4C_D + 32)));
         UNROLL
-        for (int c = 0; c < C; c++) {
-            const __m512 dy = _mm512_set1_ps(y[c]->d);
-            const __m512 a = _mm512_mul_ps(_mm512_mul_ps(dx, dy), _mm512_cvtepi32_ps(isum[c]));
-            const __m512 b = _mm512_mul_ps(_mm512_mul_ps(dm, dy), _mm512_cvtepi32_ps(msum[c]));
-            acc[c] = _mm512_add_ps(acc[c], _mm512_sub_ps(a, b));
-        }
+        for (int c = 0; c < C; c++) acc[c] = q4_K_add(acc[c], dx, dm, y[c]->d, isum[c], msum[c]);
     }
     UNROLL
     for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(out[c], keep, acc[c]);
