@@ -36,6 +36,24 @@ INLINE __m512 sum16(__m512 r[16]) {
     return _mm512_add_ps(_mm512_shuffle_f32x4(f01, f23, 0x88), _mm512_shuffle_f32x4(f01, f23, 0xdd));
 }
 
+/* The dots of one query row (nc registers of 16) with 16 k rows (kf, nc * 16 floats
+ * each): per row nc fused multiply-adds in order, then sum16. Instanced for common
+ * head sizes so that the query stays in registers. */
+INLINE __m512 scores16(const float *qr, const float *kf, const int64_t nc) {
+    __m512 qv[16], r[16];
+    qv[0] = _mm512_loadu_ps(qr); /* (nc >= 1: D is a multiple of 16) */
+    UNROLL
+    for (int64_t i = 1; i < 16; i++) qv[i] = i < nc ? _mm512_loadu_ps(qr + 16 * i) : qv[0];
+    UNROLL
+    for (int c = 0; c < 16; c++) {
+        __m512 a = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kf + c * 16 * nc));
+        for (int64_t i = 1; i < nc; i++)
+            a = _mm512_fmadd_ps(i < 16 ? qv[i] : _mm512_loadu_ps(qr + 16 * i), _mm512_loadu_ps(kf + c * 16 * nc + 16 * i), a);
+        r[c] = a;
+    }
+    return sum16(r);
+}
+
 INLINE __m512 f16x16(const void *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 
 void kt_cpu_attn_unit_avx512(int64_t D, int64_t G, int64_t n, const float *q, size_t q_stride, const uint8_t *k,
@@ -55,15 +73,10 @@ void kt_cpu_attn_unit_avx512(int64_t D, int64_t G, int64_t n, const float *q, si
         const __m512 add = _mm512_maskz_loadu_ps(keep, madd + j0);
         for (int64_t g = 0; g < G; g++) {
             const float *qr = (const float *)((const uint8_t *)q + (size_t)g * q_stride);
-            __m512 r[16];
-            UNROLL
-            for (int c = 0; c < 16; c++) {
-                __m512 a = _mm512_mul_ps(_mm512_loadu_ps(qr), _mm512_loadu_ps(kf + c * D));
-                for (int64_t i = 1; i < nc; i++)
-                    a = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 16 * i), _mm512_loadu_ps(kf + c * D + 16 * i), a);
-                r[c] = a;
-            }
-            _mm512_mask_storeu_ps(s + g * s_stride + j0, keep, _mm512_add_ps(_mm512_mul_ps(sum16(r), vscale), add));
+            const __m512 sc = nc == 4   ? scores16(qr, kf, 4)
+                              : nc == 8 ? scores16(qr, kf, 8)
+                                        : scores16(qr, kf, nc);
+            _mm512_mask_storeu_ps(s + g * s_stride + j0, keep, _mm512_add_ps(_mm512_mul_ps(sc, vscale), add));
         }
     }
     for (int64_t g = 0; g < G; g++) kt_cpu_soft_max_row_avx512(n, p + g * s_stride, s + g * s_stride, NULL, false, 1.0f, 1.0f);
