@@ -219,21 +219,15 @@ static bool bind_all(struct binder *b) {
  * again. */
 static bool repack(struct kiln_model *m, char *err, size_t errlen) {
     size_t n = 0, cap = 0;
-    struct kt_tensor **ts = NULL;
-    bool *mm = NULL, mapped = true;
+    for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t)) cap += !t->view_src;
+    struct kt_tensor **ts = malloc((cap ? cap : 1) * sizeof *ts);
+    bool *mm = malloc((cap ? cap : 1) * sizeof *mm), mapped = true;
+    if (!ts || !mm) {
+        free(ts), free(mm);
+        return kiln_errf(err, errlen, "out of memory");
+    }
     for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t)) {
         if (t->view_src) continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            struct kt_tensor **nt = realloc(ts, cap * sizeof *ts);
-            if (nt) ts = nt;
-            bool *nm = nt ? realloc(mm, cap * sizeof *mm) : NULL;
-            if (!nm) {
-                free(ts), free(mm);
-                return kiln_errf(err, errlen, "out of memory");
-            }
-            mm = nm;
-        }
         mm[n] = kt_n_dims(t) == 2 && (t != m->tok_embd || m->output == m->tok_embd);
         ts[n++] = t;
         mapped = mapped && gguf_in_mapping(m->gguf, t->data, kt_nbytes(t));

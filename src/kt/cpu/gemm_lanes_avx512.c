@@ -131,16 +131,9 @@ INLINE uint8_t *pk_scales(const uint8_t *g, int64_t b, size_t qb) {
     return (uint8_t *)g + (size_t)(b >> 1) * PAIR_BYTES(qb) + 2 * qb + (size_t)(b & 1) * 32;
 }
 
-/* Row offsets of the 16 rows (rows past nr repeat the last: their lanes are never stored). */
-static __m512i row_offsets(size_t ws, int nr) {
-    int32_t idx[16];
-    for (int r = 0; r < 16; r++) idx[r] = (int32_t)((size_t)(r < nr ? r : nr - 1) * ws);
-    return _mm512_loadu_si512(idx);
-}
-
 /* Blocks of bsize bytes: fp16 scale, then nq * 4 quant bytes (flipped by xor). */
 INLINE void pack_legacy(int64_t K, const void *w, size_t ws, int nr, void *group, size_t bsize, int nq, char flip) {
-    const __m512i idx = row_offsets(ws, nr), x = _mm512_set1_epi8(flip);
+    const __m512i idx = lanes_row_offsets(ws, nr), x = _mm512_set1_epi8(flip);
     const size_t qb = (size_t)nq * 64;
     const int64_t nb = K / 32;
     for (int64_t b = 0; b < nb; b++) {

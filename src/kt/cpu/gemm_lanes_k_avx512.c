@@ -151,18 +151,10 @@ static size_t xsize_q4_K(int64_t K) { return (size_t)(K / KT_QK_K) * K4_BLOCK; }
 
 static size_t size_q4_K(int64_t K) { return (size_t)(K / KT_QK_K) * K4C_BLOCK; }
 
-/* Offsets of 16 rows from w (rows past nr repeat the last: their lanes are never stored). */
-static void row_index(const void *w, size_t ws, int nr, const uint8_t *row[16], __m512i *idx) {
-    lanes_rows(w, ws, nr, row);
-    int32_t off[16];
-    for (int r = 0; r < 16; r++) off[r] = (int32_t)(row[r] - (const uint8_t *)w);
-    *idx = _mm512_loadu_si512(off);
-}
-
 static void pack_q4_K(int64_t K, const void *w, size_t ws, int nr, void *group) {
     const uint8_t *row[16];
-    __m512i idx;
-    row_index(w, ws, nr, row, &idx);
+    lanes_rows(w, ws, nr, row);
+    const __m512i idx = lanes_row_offsets(ws, nr);
     uint8_t *g = group;
     for (int64_t i = 0; i < K / KT_QK_K; i++, g += K4C_BLOCK) {
         const size_t boff = (size_t)i * sizeof(kt_block_q4_K);
@@ -503,8 +495,8 @@ static size_t size_q6_K(int64_t K) { return (size_t)(K / KT_QK_K) * K6C_BLOCK; }
 
 static void pack_q6_K(int64_t K, const void *w, size_t ws, int nr, void *group) {
     const uint8_t *row[16];
-    __m512i idx;
-    row_index(w, ws, nr, row, &idx);
+    lanes_rows(w, ws, nr, row);
+    const __m512i idx = lanes_row_offsets(ws, nr);
     uint8_t *g = group;
     for (int64_t i = 0; i < K / KT_QK_K; i++, g += K6C_BLOCK) {
         const size_t boff = (size_t)i * sizeof(kt_block_q6_K);

@@ -47,6 +47,14 @@ INLINE void lanes_rows(const uint8_t *w, size_t ws, int nr, const uint8_t *row[1
     for (int r = 0; r < 16; r++) row[r] = w + (size_t)(r < nr ? r : nr - 1) * ws;
 }
 
+/* Byte offsets of a tile's 16 rows in row order (rows past nr repeat the last, as
+ * lanes_rows): the packers' gather indices. */
+INLINE __m512i lanes_row_offsets(size_t ws, int nr) {
+    int32_t idx[16];
+    for (int r = 0; r < 16; r++) idx[r] = (int32_t)((size_t)(r < nr ? r : nr - 1) * ws);
+    return _mm512_loadu_si512(idx);
+}
+
 /* Byte offsets from w of the 16 rows in reduce16's lane order (gather indices). */
 INLINE __m512i lanes_gather_index(const uint8_t *w, const uint8_t *const row[16]) {
     int32_t rr[16], idx[16];

@@ -41,16 +41,12 @@ static void softmax(int64_t n, float *p, const float *s, bool simd) {
     for (int64_t i = 0; i < n; i++) p[i] *= inv;
 }
 
-/* a k or v row as floats */
-static void load_row(const struct kt_tensor *x, const char *row, float *out, int64_t D, bool simd) {
-    if (simd && x->type == KT_TYPE_F16) {
-        kt_cpu_f16_row_avx512(D, out, row);
-        return;
-    }
-    if (kt_is_quantized(x->type))
-        kt_get_type_traits(x->type)->to_float(row, out, D);
+/* a k or v row as floats (an F16 cache on AVX-512 takes kt_cpu_attn_unit_avx512) */
+static void load_row(const struct kt_tensor *x, const char *row, float *out, int64_t D) {
+    if (x->type == KT_TYPE_F32)
+        memcpy(out, row, (size_t)D * sizeof(float));
     else
-        for (int64_t d = 0; d < D; d++) out[d] = kt_cpu_load(x->type, row + d * x->nb[0]);
+        kt_get_type_traits(x->type)->to_float(row, out, D);
 }
 
 static float dot(const float *a, const float *b, int64_t D, bool simd) {
@@ -96,7 +92,7 @@ void kt_cpu_attn(const struct kt_compute_params *p, struct kt_tensor *dst) {
         }
         /* scores: each k row once for the group's heads */
         for (int64_t j = 0; j < n; j++) {
-            load_row(k, (const char *)k->data + idx[j] * k->nb[1] + kh * k->nb[2], row, D, simd);
+            load_row(k, (const char *)k->data + idx[j] * k->nb[1] + kh * k->nb[2], row, D);
             const float add = madd[j];
             for (int64_t g = 0; g < G; g++)
                 s[g * n_kv + j] = dot((const float *)((const char *)qh + g * q->nb[1]), row, D, simd) * scale + add;
@@ -107,7 +103,7 @@ void kt_cpu_attn(const struct kt_compute_params *p, struct kt_tensor *dst) {
         }
         /* the v rows of the list, in its order */
         for (int64_t j = 0; j < n; j++) {
-            load_row(v, (const char *)v->data + idx[j] * v->nb[1] + kh * v->nb[2], row, D, simd);
+            load_row(v, (const char *)v->data + idx[j] * v->nb[1] + kh * v->nb[2], row, D);
             for (int64_t g = 0; g < G; g++) axpy(o + g * D, pr[g * n_kv + j], row, D, simd);
         }
         for (int64_t g = 0; g < G; g++)

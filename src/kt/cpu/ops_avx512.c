@@ -237,11 +237,6 @@ void kt_cpu_scale_row_avx512(int64_t n, float *y, const float *x, float s, float
     }
 }
 
-void kt_cpu_f16_row_avx512(int64_t n, float *out, const void *row) {
-    for (int64_t d = 0; d < n; d += 16)
-        _mm512_storeu_ps(out + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + d))));
-}
-
 float kt_cpu_dot_row_avx512(int64_t n, const float *a, const float *b) {
     __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(a), _mm512_loadu_ps(b));
     for (int64_t d = 16; d < n; d += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + d), _mm512_loadu_ps(b + d), acc);

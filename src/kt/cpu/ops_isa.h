@@ -40,9 +40,8 @@ void kt_cpu_attn_unit_avx512(int64_t D, int64_t G, int64_t n, const float *q, si
                              size_t k_stride, const uint8_t *v, size_t v_stride, const int32_t *idx, const float *madd,
                              float scale, float *s, float *p, size_t s_stride, float *kf, float *out,
                              size_t out_stride);
-/* Fused attention's rows (ops_attn.c), n a multiple of 16: an F16 row as floats, a dot
+/* Fused attention's rows for other caches (ops_attn.c), n a multiple of 16: a dot
  * product (lanes summed by _mm512_reduce_add_ps), and o += p * v. */
-void kt_cpu_f16_row_avx512(int64_t n, float *out, const void *row);
 float kt_cpu_dot_row_avx512(int64_t n, const float *a, const float *b);
 void kt_cpu_axpy_row_avx512(int64_t n, float *o, float p, const float *v);
 
