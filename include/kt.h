@@ -182,10 +182,13 @@ enum kt_op {
     KT_OP_CONT,         /* contiguous copy of (possibly strided) src0, same type */
     KT_OP_GET_ROWS,     /* src0 [n0,rows,a2,a3] any type, src1 I32 [n,a2,a3] -> F32 [n0,n,a2,a3] */
     KT_OP_ATTN,         /* fused attention: src0 q F32 [D,H,T], src1 k and src2 v [D,n_kv,Hkv] (rows of any
-                           type with to_float), src3 mask F32 [n_kv, >=T] (optional) -> F32 [D,H,T]; per (token, head)
-                           softmax(q.k * scale + mask) . v over the cells the mask leaves finite, taken
-                           in cell order and packed first, so a sequence's result does not depend on
-                           which other cells lie between its own; params: float scale */
+                           type with to_float), src3 mask F32 [n_kv, >=T] (optional), src4 order I32 [n_kv]
+                           (optional) -> F32 [D,H,T]; per (token, head) softmax(q.k * scale + mask) . v
+                           over the cells the mask leaves finite, visited in the order src4 lists them
+                           (cell order without it; entries outside [0, n_kv) are skipped) and packed
+                           first, so a sequence's result depends on its cells' order in that list and on
+                           nothing else: not on which other cells lie between its own, nor, with an order
+                           by position, on where its cells sit; params: float scale */
     KT_OP_RESHAPE,      /* no-op views: no kernel */
     KT_OP_VIEW,
     KT_OP_PERMUTE,
@@ -355,7 +358,7 @@ struct kt_tensor *kt_rope_ext(struct kt_context *ctx, struct kt_tensor *a, struc
 struct kt_tensor *kt_soft_max(struct kt_context *ctx, struct kt_tensor *a);
 /* KT_OP_ATTN (see the op list): H a multiple of Hkv (grouped-query heads share a k/v head). */
 struct kt_tensor *kt_attn_ext(struct kt_context *ctx, struct kt_tensor *q, struct kt_tensor *k, struct kt_tensor *v,
-                              struct kt_tensor *mask, float scale);
+                              struct kt_tensor *mask, struct kt_tensor *order, float scale);
 /* mask may be NULL; max_bias > 0 enables ALiBi slopes per head (dim 2) */
 struct kt_tensor *kt_soft_max_ext(struct kt_context *ctx, struct kt_tensor *a, struct kt_tensor *mask, float scale,
                                   float max_bias);

@@ -5,8 +5,9 @@
  * grouped-query heads; bit-identical over 1, 2 and 3 threads and whatever the
  * other tokens of the batch; bit-identical when a sequence's cells sit at
  * other places in the cache with other sequences' cells between them (the
- * property the server's prefix sharing and cache compaction need); a token
- * that sees no cell gets zeros.
+ * property the server's prefix sharing and cache compaction need), and when
+ * they are shuffled and the order input lists them in the sequence's order; a
+ * token that sees no cell gets zeros.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -31,7 +32,7 @@ struct attn_case {
 /* out [D, H, T] of attention over a cache of n_kv cells; cell c of the cache holds
  * cell perm[c] of k/v ([D, n_src, Hkv]; noise where perm[c] < 0); mask[t][c] as given. */
 static void run(const struct attn_case *ac, int64_t n_src, const float *q, const float *k, const float *v,
-                const float *mask, const int *perm, int threads, float *out) {
+                const float *mask, const int *perm, const int32_t *order, int threads, float *out) {
     const int64_t D = ac->D, H = ac->H, Hkv = ac->Hkv, T = ac->T, n = ac->n_kv;
     struct kt_context *ctx = kt_init((struct kt_init_params){.mem_size = 64u << 20});
     struct kt_tensor *tq = kt_new_tensor_3d(ctx, KT_TYPE_F32, D, H, T);
@@ -51,7 +52,12 @@ static void run(const struct attn_case *ac, int64_t n_src, const float *q, const
                 kt_get_type_traits(ac->kv_type)->from_float_ref(row, (char *)t->data + c * t->nb[1] + h * t->nb[2], D);
             }
     free(row);
-    struct kt_tensor *o = kt_attn_ext(ctx, tq, tk, tv, tm, 1.0f / sqrtf((float)D));
+    struct kt_tensor *to = NULL;
+    if (order) {
+        to = kt_new_tensor_1d(ctx, KT_TYPE_I32, n);
+        memcpy(to->data, order, (size_t)n * sizeof(int32_t));
+    }
+    struct kt_tensor *o = kt_attn_ext(ctx, tq, tk, tv, tm, to, 1.0f / sqrtf((float)D));
     CHECK(o != NULL);
     struct kt_cgraph *gf = kt_new_graph(ctx);
     kt_build_forward_expand(gf, o);
@@ -111,7 +117,7 @@ static void check_case(const struct attn_case *ac0, const char *isa) {
     for (int64_t t = 0; t < T; t++)
         for (int64_t c = 0; c < n; c++)
             mask[t * n + c] = (c <= n - T + t && !(T >= 3 && t == 0)) ? 0.0f : -INFINITY;
-    run(&ac, n, q, k, v, mask, ident, 1, got);
+    run(&ac, n, q, k, v, mask, ident, NULL, 1, got);
     reference(&ac, q, k, v, mask, want);
     char label[128];
     snprintf(label, sizeof label, "%s attn D=%lld H=%lld/%lld T=%lld n_kv=%lld %s", isa, (long long)D, (long long)H,
@@ -120,14 +126,14 @@ static void check_case(const struct attn_case *ac0, const char *isa) {
     if (T >= 3)
         for (int64_t i = 0; i < D * H; i++) CHECKF(got[i] == 0.0f, "%s: a token that sees no cell", label);
     for (int th = 2; th <= 3; th++) {
-        run(&ac, n, q, k, v, mask, ident, th, again);
+        run(&ac, n, q, k, v, mask, ident, NULL, th, again);
         CHECKF(memcmp(got, again, (size_t)no * sizeof(float)) == 0, "%s: %d threads differ from 1", label, th);
     }
     /* the last token alone (a batch of one) gives the same bits */
     {
         struct attn_case one = ac;
         one.T = 1;
-        run(&one, n, q + (T - 1) * D * H, k, v, mask + (T - 1) * n, ident, 2, again);
+        run(&one, n, q + (T - 1) * D * H, k, v, mask + (T - 1) * n, ident, NULL, 2, again);
         CHECKF(memcmp(got + (T - 1) * D * H, again, (size_t)(D * H) * sizeof(float)) == 0,
                "%s: the last token alone differs from the batch", label);
     }
@@ -147,9 +153,32 @@ static void check_case(const struct attn_case *ac0, const char *isa) {
         for (int64_t t = 0; t < T; t++)
             for (int64_t c = 0; c < wide.n_kv; c++)
                 wmask[t * wide.n_kv + c] = perm[c] >= 0 ? mask[t * n + perm[c]] : -INFINITY;
-        run(&wide, n, q, k, v, wmask, perm, 2, again);
+        run(&wide, n, q, k, v, wmask, perm, NULL, 2, again);
         CHECKF(memcmp(got, again, (size_t)no * sizeof(float)) == 0, "%s: moving the cells changed the result", label);
-        free(perm), free(wmask);
+        /* now shuffled: its cells in a random order among the others, and the order input
+         * listing them by their place in the sequence (what the runtime does by position),
+         * the other cells first and one entry out of range: the same bits */
+        for (int64_t c = wide.n_kv - 1; c > 0; c--) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            const int64_t r = (int64_t)((rng >> 33) % (uint64_t)(c + 1));
+            const int tmp = perm[c];
+            perm[c] = perm[r], perm[r] = tmp;
+        }
+        int32_t *order = malloc((size_t)wide.n_kv * sizeof(int32_t));
+        int64_t at = 0;
+        for (int64_t c = 0; c < wide.n_kv; c++)
+            if (perm[c] < 0) order[at++] = (int32_t)c;
+        order[0] = (int32_t)wide.n_kv; /* skipped: a masked cell left out instead */
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t c = 0; c < wide.n_kv; c++)
+                if (perm[c] == i) order[at++] = (int32_t)c;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t c = 0; c < wide.n_kv; c++)
+                wmask[t * wide.n_kv + c] = perm[c] >= 0 ? mask[t * n + perm[c]] : -INFINITY;
+        run(&wide, n, q, k, v, wmask, perm, order, 2, again);
+        CHECKF(memcmp(got, again, (size_t)no * sizeof(float)) == 0, "%s: shuffled cells listed in order changed the result",
+               label);
+        free(perm), free(wmask), free(order);
     }
     free(q), free(k), free(v), free(mask), free(got), free(want), free(again), free(ident);
 }
@@ -171,11 +200,16 @@ int main(void) {
     /* shapes that do not fit are refused with a message */
     struct kt_context *ctx = kt_init((struct kt_init_params){.mem_size = 1u << 20, .no_alloc = true});
     struct kt_tensor *q = kt_new_tensor_3d(ctx, KT_TYPE_F32, 64, 6, 1), *k = kt_new_tensor_3d(ctx, KT_TYPE_F16, 64, 9, 4);
-    CHECK(kt_attn_ext(ctx, q, k, k, NULL, 1.0f) == NULL); /* 6 heads over 4 k/v heads */
+    CHECK(kt_attn_ext(ctx, q, k, k, NULL, NULL, 1.0f) == NULL); /* 6 heads over 4 k/v heads */
     CHECK(strstr(kt_last_error(), "do not fit") != NULL);
     struct kt_tensor *k2 = kt_new_tensor_3d(ctx, KT_TYPE_F16, 64, 9, 2), *m = kt_new_tensor_2d(ctx, KT_TYPE_F32, 8, 1);
-    CHECK(kt_attn_ext(ctx, q, k2, k2, m, 1.0f) == NULL); /* mask of 8 cells for 9 */
+    CHECK(kt_attn_ext(ctx, q, k2, k2, m, NULL, 1.0f) == NULL); /* mask of 8 cells for 9 */
     CHECK(strstr(kt_last_error(), "mask") != NULL);
+    struct kt_tensor *o8 = kt_new_tensor_1d(ctx, KT_TYPE_I32, 8), *of = kt_new_tensor_1d(ctx, KT_TYPE_F32, 9);
+    CHECK(kt_attn_ext(ctx, q, k2, k2, NULL, o8, 1.0f) == NULL); /* order of 8 cells for 9 */
+    CHECK(strstr(kt_last_error(), "order") != NULL);
+    CHECK(kt_attn_ext(ctx, q, k2, k2, NULL, of, 1.0f) == NULL); /* order not I32 */
+    CHECK(strstr(kt_last_error(), "order") != NULL);
     kt_free(ctx);
     return tu_finish("test_attn");
 }

@@ -75,7 +75,9 @@ static struct kt_tensor *build_case(int c, struct kt_context *ctx, struct kt_con
     CASE("rope neox partial", (rp.mode = KT_ROPE_NEOX, rp.n_dims = 16, kt_rope(ctx, f32(ctx, 32, 2, 3), ids(ctx, 3, 50), rp)));
     CASE("soft_max", kt_soft_max(ctx, f32(ctx, 33, 4, 2)));
     CASE("attn gqa f16", kt_attn_ext(ctx, f32(ctx, 32, 4, 3), leaf(ctx, KT_TYPE_F16, 32, 10, 2, 1),
-                                     leaf(ctx, KT_TYPE_F16, 32, 10, 2, 1), f32(ctx, 10, 3, 1), 0.17f));
+                                     leaf(ctx, KT_TYPE_F16, 32, 10, 2, 1), f32(ctx, 10, 3, 1), NULL, 0.17f));
+    CASE("attn ordered", kt_attn_ext(ctx, f32(ctx, 32, 4, 3), leaf(ctx, KT_TYPE_F16, 32, 10, 2, 1),
+                                     leaf(ctx, KT_TYPE_F16, 32, 10, 2, 1), f32(ctx, 10, 3, 1), ids(ctx, 10, 12), 0.17f));
     CASE("soft_max mask alibi", kt_soft_max_ext(ctx, f32(ctx, 16, 4, 8), f32(ctx, 16, 4, 1), 0.125f, 8.0f));
     CASE("diag_mask_inf", kt_diag_mask_inf(ctx, f32(ctx, 8, 8, 2), 0));
     CASE("silu", kt_silu(ctx, f32(ctx, 40, 3, 1)));

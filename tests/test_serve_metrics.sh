@@ -22,7 +22,7 @@ if check "server starts" srv_start "$tmp/metrics.log" -np 2 -c 4096; then
   check "SIGTERM: exit 0" srv_stop "$tmp/metrics.log"
 fi
 
-if check "server with limits starts" srv_start "$tmp/limits.log" -np 1 -c 4096 --queue 1 --request-timeout 2 --max-body 2048; then
+if check "server with limits starts" srv_start "$tmp/limits.log" -np 1 -c 16384 --queue 1 --request-timeout 2 --max-body 2048; then
   check "request timeout, queue, body limit" timeout $limit python3 "$src/tests/serve_metrics.py" "$port" limits
   check "SIGTERM: exit 0" srv_stop "$tmp/limits.log"
 fi

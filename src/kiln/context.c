@@ -71,12 +71,14 @@ static struct kt_cgraph *build_graph(struct kiln_context *ctx, int64_t n_tokens,
     in->tokens = kt_set_name(kt_new_tensor_1d(mctx, KT_TYPE_I32, n_tokens), "inp_tokens");
     in->pos = kt_set_name(kt_new_tensor_1d(mctx, KT_TYPE_I32, n_tokens), "inp_pos");
     in->mask = kt_set_name(kt_new_tensor_2d(mctx, KT_TYPE_F32, n_kv, n_tokens), "inp_mask");
+    in->kv_order = kt_set_name(kt_new_tensor_1d(mctx, KT_TYPE_I32, n_kv), "inp_kv_order");
     in->out_ids = kt_set_name(kt_new_tensor_1d(mctx, KT_TYPE_I32, n_outputs), "inp_out_ids");
     struct kt_cgraph *gf = kt_new_graph_custom(mctx, ctx->graph_size);
-    if (!in->tokens || !in->pos || !in->mask || !in->out_ids || !gf) goto fail;
+    if (!in->tokens || !in->pos || !in->mask || !in->kv_order || !in->out_ids || !gf) goto fail;
     kt_set_input(in->tokens);
     kt_set_input(in->pos);
     kt_set_input(in->mask);
+    kt_set_input(in->kv_order);
     kt_set_input(in->out_ids);
     struct kt_tensor *logits = ctx->model->arch->build(in);
     if (!logits || !kt_build_forward_expand(gf, logits)) goto fail;
@@ -204,19 +206,58 @@ static void fill_mask(const struct kiln_context *ctx, const struct kiln_batch *b
     }
 }
 
-/* Mask and output ids go straight into the tensors' memory when it is host memory
- * (the CPU backend), else through a scratch copy. */
+static int cmp_u64(const void *a, const void *b) {
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Cells [0, n_kv) by position (empty cells first), ties by cell. Within one sequence
+ * positions are distinct, so every token's visible cells come out in position order
+ * wherever they sit. A counting sort, O(n_kv + highest position), unless positions
+ * run far beyond the cells (a caller's choice): then a comparison sort. */
+static bool fill_order(const struct kiln_context *ctx, int64_t n_kv, int32_t *order) {
+    const struct kiln_kv_cell *cells = ctx->kv.cells;
+    int32_t top = -1;
+    for (int64_t c = 0; c < n_kv; c++) top = cells[c].pos > top ? cells[c].pos : top;
+    if ((int64_t)top > 4 * n_kv + 4096) {
+        uint64_t *key = malloc((size_t)n_kv * sizeof *key);
+        if (!key) return false;
+        for (int64_t c = 0; c < n_kv; c++) key[c] = (uint64_t)(cells[c].pos + 1) << 32 | (uint64_t)c;
+        qsort(key, (size_t)n_kv, sizeof *key, cmp_u64);
+        for (int64_t c = 0; c < n_kv; c++) order[c] = (int32_t)(key[c] & 0xffffffffu);
+        free(key);
+        return true;
+    }
+    int64_t *start = calloc((size_t)top + 2, sizeof *start); /* slot 0: empty cells (pos -1) */
+    if (!start) return false;
+    for (int64_t c = 0; c < n_kv; c++) start[cells[c].pos + 1]++;
+    int64_t at = 0;
+    for (int64_t p = 0; p <= (int64_t)top + 1; p++) {
+        const int64_t n = start[p];
+        start[p] = at;
+        at += n;
+    }
+    for (int64_t c = 0; c < n_kv; c++) order[start[cells[c].pos + 1]++] = (int32_t)c;
+    free(start);
+    return true;
+}
+
+/* Mask, cell order and output ids go straight into the tensors' memory when it is
+ * host memory (the CPU backend), else through a scratch copy. */
 static bool set_inputs(struct kiln_context *ctx, const struct kiln_batch *b, const struct kiln_graph_in *in,
                        bool all_out) {
     const int64_t T = in->n_tokens, n_kv = in->n_kv;
     bool host = in->mask->buffer && kt_buffer_is_host(in->mask->buffer) && in->out_ids->buffer &&
-                kt_buffer_is_host(in->out_ids->buffer);
+                kt_buffer_is_host(in->out_ids->buffer) && in->kv_order->buffer &&
+                kt_buffer_is_host(in->kv_order->buffer);
     float *mask = host ? in->mask->data : malloc(sizeof(float) * (size_t)n_kv * (size_t)T);
     int32_t *ids = host ? in->out_ids->data : malloc(sizeof(int32_t) * (size_t)in->n_outputs);
-    if (!mask || !ids) {
+    int32_t *order = host ? in->kv_order->data : malloc(sizeof(int32_t) * (size_t)n_kv);
+    if (!mask || !ids || !order || !fill_order(ctx, n_kv, order)) {
         if (!host) {
             free(mask);
             free(ids);
+            free(order);
         }
         snprintf(ctx->err, sizeof ctx->err, "out of memory");
         return false;
@@ -231,8 +272,10 @@ static bool set_inputs(struct kiln_context *ctx, const struct kiln_batch *b, con
     if (!host) {
         kt_tensor_set(in->mask, mask, 0, sizeof(float) * (size_t)n_kv * (size_t)T);
         kt_tensor_set(in->out_ids, ids, 0, sizeof(int32_t) * (size_t)in->n_outputs);
+        kt_tensor_set(in->kv_order, order, 0, sizeof(int32_t) * (size_t)n_kv);
         free(mask);
         free(ids);
+        free(order);
     }
     return true;
 }

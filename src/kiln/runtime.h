@@ -59,6 +59,7 @@ struct kiln_graph_in {
     struct kt_tensor *tokens;  /* I32 [n_tokens] */
     struct kt_tensor *pos;     /* I32 [n_tokens] */
     struct kt_tensor *mask;    /* F32 [n_kv, n_tokens_pad] */
+    struct kt_tensor *kv_order;/* I32 [n_kv]: the cells by position (attention visits them so) */
     struct kt_tensor *out_ids; /* I32 [n_outputs] rows whose logits are wanted */
     int64_t n_tokens, n_kv, n_outputs;
     int64_t kv_head; /* first cache cell of this batch */

@@ -481,7 +481,7 @@ static bool attn_kv(const char *what, const struct kt_tensor *x) {
 }
 
 struct kt_tensor *kt_attn_ext(struct kt_context *ctx, struct kt_tensor *q, struct kt_tensor *k, struct kt_tensor *v,
-                              struct kt_tensor *mask, float scale) {
+                              struct kt_tensor *mask, struct kt_tensor *order, float scale) {
     if (!q || !k || !v) return NULL;
     if (!need_f32("attn_ext", q) || !attn_kv("k", k) || !attn_kv("v", v)) return NULL;
     if (q->nb[0] != sizeof(float) || q->ne[3] != 1 || k->ne[0] != q->ne[0] || v->ne[0] != q->ne[0] ||
@@ -496,11 +496,18 @@ struct kt_tensor *kt_attn_ext(struct kt_context *ctx, struct kt_tensor *q, struc
                      SHAPE_ARGS(mask), SHAPE_ARGS(k), SHAPE_ARGS(q));
         return NULL;
     }
+    if (order && (order->type != KT_TYPE_I32 || order->ne[0] != k->ne[1] || kt_nrows(order) != 1 ||
+                  order->nb[0] != sizeof(int32_t))) {
+        kt_set_error("kt_attn_ext: order %s " SHAPE_FMT " is not one packed I32 row of k's " SHAPE_FMT " cells",
+                     kt_type_name(order->type), SHAPE_ARGS(order), SHAPE_ARGS(k));
+        return NULL;
+    }
     const int64_t ne[KT_MAX_DIMS] = {q->ne[0], q->ne[1], q->ne[2], 1};
     struct kt_tensor *t = new_result(ctx, KT_OP_ATTN, KT_TYPE_F32, ne, q, k);
     if (t) {
         t->src[2] = v;
         t->src[3] = mask;
+        t->src[4] = order;
         kt_set_op_param_f32(t, 0, scale);
     }
     return t;

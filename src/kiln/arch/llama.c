@@ -44,9 +44,10 @@ static struct kt_tensor *attention(const struct kiln_graph_in *in, int il, struc
     k = kt_rope_ext(ctx, k, in->pos, m->rope_freqs, rp);
 
     /* into the cache; K and V [D, n_kv, Hkv] read it back after the stores; one fused
-     * attention op over the cells the mask leaves to each token */
+     * attention op over the cells the mask leaves to each token, taken by position, so
+     * that where a sequence's cells sit never changes its result */
     const struct kiln_kv_views kv = kiln_kv_store(in, il, k, v);
-    struct kt_tensor *att = kt_attn_ext(ctx, q, kv.k, kv.v, in->mask, 1.0f / sqrtf((float)D)); /* [D, H, T] */
+    struct kt_tensor *att = kt_attn_ext(ctx, q, kv.k, kv.v, in->mask, in->kv_order, 1.0f / sqrtf((float)D)); /* [D, H, T] */
     return kt_mul_mat(ctx, L->wo, kt_reshape_2d(ctx, att, D * H, T));
 }
 

@@ -1,13 +1,15 @@
 /*
  * ops_attn.c - fused attention on the CPU (KT_OP_ATTN): for each token and
  * group of query heads sharing a k/v head, the cells the mask leaves finite
- * are listed in cell order, their scores q.k * scale + mask computed (each k
- * row read once for the group), softmax taken over that packed list, and the
- * v rows of the list summed in its order. Nothing is summed over a masked
- * cell, not even a zero: a sequence's result depends only on its own cells in
- * their order, never on where in the cache they sit or what lies between
- * them. No [n_kv, T, H] score tensor is materialised, and the cache is read
- * in place (no transposed copy of V per token).
+ * are listed in the order the op's order input gives (cell order without
+ * one), their scores q.k * scale + mask computed (each k row read once for
+ * the group), softmax taken over that packed list, and the v rows of the list
+ * summed in its order. Nothing is summed over a masked cell, not even a zero:
+ * a sequence's result depends only on its own cells in their listed order,
+ * never on where in the cache they sit or what lies between them (the
+ * runtime lists cells by position). No [n_kv, T, H] score tensor is
+ * materialised, and the cache is read in place (no transposed copy of V per
+ * token).
  */
 #include <math.h>
 #include <string.h>
@@ -67,6 +69,7 @@ static void axpy(float *o, float p, const float *v, int64_t D, bool simd) {
 
 void kt_cpu_attn(const struct kt_compute_params *p, struct kt_tensor *dst) {
     const struct kt_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *mask = dst->src[3];
+    const int32_t *order = dst->src[4] ? (const int32_t *)dst->src[4]->data : NULL;
     const float scale = kt_get_op_param_f32(dst, 0);
     const int64_t D = q->ne[0], H = q->ne[1], T = q->ne[2], n_kv = k->ne[1], Hkv = k->ne[2], G = H / Hkv;
     const bool simd = kt_cpu_ops_use_avx512() && D % 16 == 0;
@@ -80,8 +83,11 @@ void kt_cpu_attn(const struct kt_compute_params *p, struct kt_tensor *dst) {
         const int64_t t = u / Hkv, kh = u % Hkv;
         const float *m = mask ? (const float *)((const char *)mask->data + t * mask->nb[1]) : NULL;
         int64_t n = 0;
-        for (int64_t i = 0; i < n_kv; i++)
+        for (int64_t j = 0; j < n_kv; j++) {
+            const int64_t i = order ? order[j] : j;
+            if (i < 0 || i >= n_kv) continue;
             if (!m || m[i] != -INFINITY) madd[n] = m ? m[i] : 0.0f, idx[n++] = (int32_t)i;
+        }
         const float *qh = (const float *)((const char *)q->data + t * q->nb[2] + kh * G * q->nb[1]);
         if (f16 && n > 0) {
             kt_cpu_attn_unit_avx512(D, G, n, qh, q->nb[1], (const uint8_t *)k->data + kh * k->nb[2], k->nb[1],
