@@ -271,6 +271,36 @@ for i in range(16):
     check("concurrent request %d = its sequential answer, byte for byte" % i, together[i] == alone[i],
           (together[i], alone[i]))
 
+# ------------------------------------------------------------------ a list of prompts: one choice each
+# (OpenAI's shape: choices in prompt order, index i for prompt i, usage summed;
+# llama-server's /completion: an array of bodies); each text is that prompt's own answer
+def single(k, n):
+    return post("/v1/completions", {"prompt": prompts[k], "max_tokens": n, "temperature": 0})[2]
+one = {k: single(k, 26) for k in (2, 0, 5)}
+st, _, j, _ = post("/v1/completions", {"prompt": [prompts[2], prompts[0], prompts[5]], "max_tokens": 26,
+                                       "temperature": 0})
+ch = (j or {}).get("choices", [])
+check("prompt list: one choice per prompt, in order", st == 200 and [c["index"] for c in ch] == [0, 1, 2], (st, j))
+check("prompt list: each choice is its prompt's own answer",
+      [c["text"] for c in ch] == [one[k]["choices"][0]["text"] for k in (2, 0, 5)], ch)
+check("prompt list: usage summed", st == 200 and all(
+    j["usage"][f] == sum(one[k]["usage"][f] for k in one) for f in ("prompt_tokens", "completion_tokens")), j)
+st, ev = sse("/v1/completions", {"prompt": [prompts[1], prompts[3]], "max_tokens": 25, "temperature": 0, "stream": True})
+texts = {0: "", 1: ""}
+finishes = []
+for e in ev:
+    if e != "[DONE]":
+        for c in e["choices"]:
+            texts[c["index"]] += c["text"]
+            if c.get("finish_reason"):
+                finishes.append(c["index"])
+check("prompt list streamed: each index's text is its prompt's answer, one [DONE] at the end",
+      st == 200 and texts == {0: single(1, 25)["choices"][0]["text"], 1: single(3, 25)["choices"][0]["text"]}
+      and sorted(finishes) == [0, 1] and ev.count("[DONE]") == 1 and ev[-1] == "[DONE]", (texts, finishes))
+st, _, j, _ = post("/completion", {"prompt": [prompts[2], [1, 2, 3]], "n_predict": 26, "temperature": 0})
+check("/completion with a prompt list: an array of bodies", st == 200 and isinstance(j, list) and len(j) == 2 and
+      j[0]["content"] == one[2]["choices"][0]["text"] and j[1]["tokens_evaluated"] == 3, (st, j))
+
 # ------------------------------------------------------------------ a chat's second turn reuses the cache
 conv = [{"role": "user", "content": "Who created the heaven and the earth?"}]
 st, _, j1, _ = post("/v1/chat/completions", {"messages": conv, "max_tokens": 10, "temperature": 0})
@@ -312,7 +342,10 @@ bad = [
     ("POST", "/v1/completions", {}, 400, "prompt"),
     ("POST", "/v1/completions", {"prompt": 42}, 400, "prompt"),
     ("POST", "/v1/completions", {"prompt": {"a": 1}}, 400, "prompt"),
-    ("POST", "/v1/completions", {"prompt": ["a", "b"]}, 400, "prompt"),
+    ("POST", "/v1/completions", {"prompt": ["a", 5]}, 400, "prompt[1]"),
+    ("POST", "/v1/completions", {"prompt": ["a", [["b"]]]}, 400, "prompt[1]"),
+    ("POST", "/v1/completions", {"prompt": ["a", [1, 99999999]]}, 400, "prompt[1]"),
+    ("POST", "/v1/completions", {"prompt": ["a"] * 65}, 400, "at most 64"),
     ("POST", "/v1/completions", {"prompt": []}, 400, "prompt"),
     ("POST", "/v1/completions", {"prompt": [1, 99999999]}, 400, "prompt"),
     ("POST", "/v1/completions", {"prompt": [1, -1]}, 400, "prompt"),

@@ -1,5 +1,5 @@
 // serve_openai.mjs - the official `openai` npm client against `kiln serve`:
-// completion and chat, streamed and not; the streamed text must equal the
+// completion (one prompt and a list) and chat, streamed and not; the streamed text must equal the
 // non-streamed text (temperature 0). usage: node serve_openai.mjs BASE_URL MODEL_ID
 import OpenAI from "openai";
 
@@ -26,6 +26,11 @@ for await (const chunk of await client.completions.create({ ...cp, stream: true 
 }
 check("streamed completion = completion", streamed === c.choices[0].text, [streamed, c.choices[0].text]);
 check("streamed completion finish_reason", finish === "length", finish);
+
+const two = await client.completions.create({ ...cp, prompt: ["In the beginning", cp.prompt] });
+check("a list of prompts: a choice each, in order", two.choices.length === 2 && two.choices[0].index === 0 &&
+      two.choices[1].index === 1 && two.choices[1].text === c.choices[0].text, two.choices);
+check("a list of prompts: usage summed", two.usage.completion_tokens === 32, two.usage);
 
 const msgs = [{ role: "system", content: "Be brief." }, { role: "user", content: "Who made the heaven?" }];
 const chat = await client.chat.completions.create({ model: modelId, messages: msgs, max_tokens: 16, temperature: 0 });

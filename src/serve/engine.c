@@ -572,7 +572,10 @@ static void *loop(void *arg) {
             e->q_head = (e->q_head + 1) % e->p.queue_max;
             e->q_len--;
             if (s) slot_start(e, s, t, lcp);
-            else srv_task_unref(t); /* cancelled while waiting */
+            else { /* cancelled while waiting: done, for whoever still looks */
+                task_fail(t, 499, "the request was cancelled");
+                srv_task_unref(t);
+            }
         }
         pthread_mutex_unlock(&e->mu);
         step(e);
@@ -640,15 +643,15 @@ struct srv_engine *srv_engine_new(const struct kiln_model *model, struct kiln_co
 
 int32_t srv_engine_n_ctx_slot(const struct srv_engine *e) { return e->n_ctx_slot; }
 
-bool srv_engine_submit(struct srv_engine *e, struct srv_task *t) {
+bool srv_engine_submit(struct srv_engine *e, struct srv_task *const *t, int n) {
     pthread_mutex_lock(&e->mu);
-    bool ok = !e->stop && e->q_len < e->p.queue_max;
-    if (ok) {
-        atomic_fetch_add(&t->refs, 1);
-        e->queue[(e->q_head + e->q_len) % e->p.queue_max] = t;
+    bool ok = !e->stop && e->q_len + n <= e->p.queue_max;
+    for (int i = 0; ok && i < n; i++) {
+        atomic_fetch_add(&t[i]->refs, 1);
+        e->queue[(e->q_head + e->q_len) % e->p.queue_max] = t[i];
         e->q_len++;
-        pthread_cond_signal(&e->cv);
     }
+    if (ok) pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
     return ok;
 }

@@ -204,7 +204,7 @@ cJSON *srv_format_final(struct kiln_server *s, struct srv_task *t) {
     bool chat = t->api == SRV_API_CHAT;
     cJSON *o = openai_head(s, t, chat ? "chat.completion" : "text_completion");
     cJSON *choice = cJSON_CreateObject();
-    cJSON_AddNumberToObject(choice, "index", 0);
+    cJSON_AddNumberToObject(choice, "index", t->index);
     if (chat) {
         cJSON *m = cJSON_AddObjectToObject(choice, "message");
         cJSON_AddStringToObject(m, "role", "assistant");
@@ -226,7 +226,7 @@ cJSON *srv_format_chunk(struct kiln_server *s, struct srv_task *t, size_t from, 
     bool chat = t->api == SRV_API_CHAT;
     cJSON *o = openai_head(s, t, chat ? "chat.completion.chunk" : "text_completion");
     cJSON *choice = cJSON_CreateObject();
-    cJSON_AddNumberToObject(choice, "index", 0);
+    cJSON_AddNumberToObject(choice, "index", t->index);
     if (chat) {
         cJSON *d = cJSON_AddObjectToObject(choice, "delta");
         if (from == 0 && tok0 == 0 && !final) cJSON_AddStringToObject(d, "role", "assistant");

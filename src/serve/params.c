@@ -133,32 +133,44 @@ static bool is_id_array(const cJSON *a) {
     return cJSON_IsArray(a) && cJSON_GetArraySize(a) > 0 && cJSON_IsNumber(cJSON_GetArrayItem(a, 0));
 }
 
-bool srv_parse_prompt(struct kiln_server *s, const cJSON *prompt, struct srv_task *t, char *err, size_t errlen) {
-    if (cJSON_IsArray(prompt) && !is_id_array(prompt)) { /* a list of prompts: one is served */
-        if (cJSON_GetArraySize(prompt) != 1) {
-            snprintf(err, errlen, "'prompt' must hold exactly one prompt (it has %d)", cJSON_GetArraySize(prompt));
+int srv_prompt_count(const cJSON *prompt) {
+    return cJSON_IsArray(prompt) && !is_id_array(prompt) ? cJSON_GetArraySize(prompt) : 1;
+}
+
+bool srv_parse_prompt(struct kiln_server *s, const cJSON *prompt, int i, struct srv_task *t, char *err,
+                      size_t errlen) {
+    char field[32] = "prompt"; /* what messages name: prompt, or prompt[i] of a list */
+    if (cJSON_IsArray(prompt) && !is_id_array(prompt)) {
+        if (cJSON_GetArraySize(prompt) == 0) {
+            snprintf(err, errlen, "'prompt' is an empty list");
             return false;
         }
-        prompt = cJSON_GetArrayItem(prompt, 0);
+        prompt = cJSON_GetArrayItem(prompt, i);
+        snprintf(field, sizeof field, "prompt[%d]", i);
+        if (!cJSON_IsString(prompt) && !is_id_array(prompt)) {
+            snprintf(err, errlen, "'%s' must be a string or a non-empty array of token ids", field);
+            return false;
+        }
     }
     if (cJSON_IsString(prompt)) {
         int32_t n = srv_tokenize(s->vocab, prompt->valuestring, strlen(prompt->valuestring),
                                  kiln_vocab_add_bos(s->vocab), &t->prompt);
         if (n < 0) {
-            snprintf(err, errlen, "'prompt' cannot be tokenized");
+            snprintf(err, errlen, "'%s' cannot be tokenized", field);
             return false;
         }
         t->n_prompt = n;
     } else if (is_id_array(prompt)) {
-        if (!srv_parse_ids(s, prompt, "prompt", &t->prompt, &t->n_prompt, err, errlen)) return false;
+        if (!srv_parse_ids(s, prompt, field, &t->prompt, &t->n_prompt, err, errlen)) return false;
     } else {
-        snprintf(err, errlen, "'prompt' must be a string, an array of token ids, or a one-element array of either");
+        snprintf(err, errlen, "'prompt' must be a string, an array of token ids, or a list of either");
         return false;
     }
     if (t->n_prompt == 0) {
-        snprintf(err, errlen, "'prompt' is empty");
+        snprintf(err, errlen, "'%s' is empty", field);
         return false;
     }
+    t->index = i;
     return true;
 }
 

@@ -17,6 +17,7 @@
 
 #define SRV_MAX_STOP 16
 #define SRV_MAX_TOP 20
+#define SRV_MAX_PROMPTS 64 /* prompts in one request's list */
 
 enum srv_api {
     SRV_API_COMPLETIONS, /* POST /v1/completions */
@@ -48,6 +49,7 @@ struct srv_task {
     int n_probs;        /* top alternatives per token */
     bool want_logprobs; /* a logprob per token */
     bool stream, cache_prompt, include_usage;
+    int index; /* the choice it answers, for a list of prompts */
     char id[48];
     long long created;
 
@@ -83,8 +85,9 @@ void srv_task_fail_locked(struct srv_task *t, int status, const char *msg);
 struct srv_engine;
 struct srv_engine *srv_engine_new(const struct kiln_model *model, struct kiln_context *ctx,
                                   const struct kiln_server_params *p, char *err, size_t errlen);
-/* Queue a task (takes a reference); false when the queue is full. */
-bool srv_engine_submit(struct srv_engine *e, struct srv_task *t);
+/* Queue n tasks, all or none (takes a reference on each); false when the queue has no
+ * room for them all. */
+bool srv_engine_submit(struct srv_engine *e, struct srv_task *const *t, int n);
 /* Wake the loop (a task was cancelled). */
 void srv_engine_poke(struct srv_engine *e);
 /* Stop the loop and fail what runs and waits (later submits fail); the engine stays
@@ -153,8 +156,12 @@ int32_t srv_tokenize(const struct kiln_vocab *v, const char *text, size_t len, b
 /* Fill t's generation fields (samplers, stops, limits, logprobs, stream) from a request body. */
 bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, struct srv_task *t, char *err,
                    size_t errlen);
-/* The prompt field (string, ids, or a one-element list of either) into t->prompt. */
-bool srv_parse_prompt(struct kiln_server *s, const cJSON *prompt, struct srv_task *t, char *err, size_t errlen);
+/* How many prompts the prompt field holds: a list of strings or id arrays holds
+ * several, a string or one id array one. */
+int srv_prompt_count(const cJSON *prompt);
+/* Prompt i of the prompt field into t->prompt (t->index = i). */
+bool srv_parse_prompt(struct kiln_server *s, const cJSON *prompt, int i, struct srv_task *t, char *err,
+                      size_t errlen);
 /* Token ids of a JSON array, each checked against the vocabulary. */
 bool srv_parse_ids(struct kiln_server *s, const cJSON *arr, const char *field, int32_t **ids, int32_t *n, char *err,
                    size_t errlen);
