@@ -79,14 +79,30 @@ void kt_cpu_attn(const struct kt_compute_params *p, struct kt_tensor *dst) {
     float *madd = (float *)(idx + n_kv), *s = madd + n_kv, *pr = s + G * n_kv, *row = pr + G * n_kv, *o = row + 16 * D;
     const bool f16 = simd && k->type == KT_TYPE_F16 && v->type == KT_TYPE_F16;
 
-    for (int64_t u = p->ith; u < T * Hkv; u += p->nth) {
-        const int64_t t = u / Hkv, kh = u % Hkv;
-        const float *m = mask ? (const float *)((const char *)mask->data + t * mask->nb[1]) : NULL;
-        int64_t n = 0;
-        for (int64_t j = 0; j < n_kv; j++) {
-            const int64_t i = order ? order[j] : j;
-            if (i < 0 || i >= n_kv) continue;
-            if (!m || m[i] != -INFINITY) madd[n] = m ? m[i] : 0.0f, idx[n++] = (int32_t)i;
+    /* Units (token, k/v head) go round the threads; a token's cell list serves all its
+     * units, so with a token per thread and more (T >= nth) a thread takes whole tokens
+     * and lists each once, and otherwise (decode) the token's heads are shared out. */
+    const bool by_token = T >= p->nth;
+    int64_t listed = -1, n = 0;
+    for (int64_t c = 0;; c++) {
+        int64_t t, kh;
+        if (by_token) {
+            t = p->ith + c / Hkv * p->nth, kh = c % Hkv;
+            if (t >= T) break;
+        } else {
+            const int64_t u = p->ith + c * p->nth;
+            if (u >= T * Hkv) break;
+            t = u / Hkv, kh = u % Hkv;
+        }
+        if (t != listed) {
+            const float *m = mask ? (const float *)((const char *)mask->data + t * mask->nb[1]) : NULL;
+            n = 0;
+            for (int64_t j = 0; j < n_kv; j++) {
+                const int64_t i = order ? order[j] : j;
+                if (i < 0 || i >= n_kv) continue;
+                if (!m || m[i] != -INFINITY) madd[n] = m ? m[i] : 0.0f, idx[n++] = (int32_t)i;
+            }
+            listed = t;
         }
         const float *qh = (const float *)((const char *)q->data + t * q->nb[2] + kh * G * q->nb[1]);
         if (f16 && n > 0) {
