@@ -293,7 +293,7 @@ INLINE void compact_tile_q4_K(int64_t K, const uint8_t *g, const void *const *yp
             y[c] = (const kt_block_q8_K *)yp[c] + i;
             isum[c] = msum[c] = _mm512_setzero_si512();
         }
-        prefetch_ahead(g, K4C_BLOCK);
+        prefetch_ahead(g, K4C_BLOCK, kt_cpu_lanes_prefetch);
         UNROLL
         for (int ch = 0; ch < 4; ch++) { /* sub-blocks 2ch (low nibbles) and 2ch + 1 (high) */
             __m512i p0[KQ_COLS], p1[KQ_COLS];
@@ -565,7 +565,7 @@ INLINE void compact_tile_q6_K(int64_t K, const uint8_t *g, const void *const *yp
         __m512i isum[KQ_COLS];
         UNROLL
         for (int c = 0; c < C; c++) y[c] = (const kt_block_q8_K *)yp[c] + i, isum[c] = _mm512_setzero_si512();
-        prefetch_ahead(g, K6C_BLOCK);
+        prefetch_ahead(g, K6C_BLOCK, kt_cpu_lanes_prefetch);
         UNROLL
         for (int h = 0; h < 2; h++)
             UNROLL

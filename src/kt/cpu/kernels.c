@@ -23,16 +23,16 @@ struct table {
 static struct table table;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
-/* how far ahead the compact-group kernels prefetch into L2 (lanes_avx512.h): eight
- * Q6_K blocks of 16 rows; KT_CPU_PREFETCH=BYTES, 0 for none */
-size_t kt_cpu_lanes_prefetch = 27136;
+/* how far ahead the compact-group kernels prefetch into L2 (lanes_avx512.h says why) */
+size_t kt_cpu_lanes_prefetch = 27136, kt_cpu_lanes_prefetch_q4 = 6144;
 
 static void build(void) {
     struct table t;
     memset(&t, 0, sizeof t);
     t.k.isa = kt_cpu_isa_level(&t.k.rows_avx512);
-    const char *pf = getenv("KT_CPU_PREFETCH");
+    const char *pf = getenv("KT_CPU_PREFETCH"), *pf4 = getenv("KT_CPU_PREFETCH_Q4");
     if (pf) kt_cpu_lanes_prefetch = (size_t)strtoul(pf, NULL, 10);
+    if (pf4) kt_cpu_lanes_prefetch_q4 = (size_t)strtoul(pf4, NULL, 10);
     const char *g = getenv("KT_CPU_GEMM");
     const bool gemm_off = g && strcmp(g, "off") == 0;
     for (int i = 0; i < KT_TYPE_COUNT; i++) {
