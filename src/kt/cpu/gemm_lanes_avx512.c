@@ -171,7 +171,7 @@ INLINE void packed_tile(int64_t K, const uint8_t *g, const void *const *yp, cons
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < K / 32; b++) {
         const uint8_t *q = pk_quants(g, b, qb);
-        if (q4 && !(b & 1)) prefetch_ahead(q, PAIR_BYTES(qb), kt_cpu_lanes_prefetch_q4);
+        if ((q4 || C > 1) && !(b & 1)) prefetch_ahead(q, PAIR_BYTES(qb), kt_cpu_lanes_prefetch_q4);
         __m512i u[8];
         if (q4) {
             UNROLL

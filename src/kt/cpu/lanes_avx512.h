@@ -74,10 +74,11 @@ INLINE uint8_t *align64(const void *p) { return (uint8_t *)(((uintptr_t)p + 63) 
  *   `KT_CPU_PREFETCH=0 bench_gemm 5 16384 8192 1 q6_K T` against the default, 1 and 2
  *   threads: 24.6 -> 41.3 and 42.9 -> 70.3 GFLOP/s; Q4_K 68.4 -> 83.0, 122.0 -> 127.9;
  *   `kiln bench -n 32 -t 1` on a Q4_K_M file 27.6 -> 30.7 t/s.
- * - Q4_0, kt_cpu_lanes_prefetch_q4 (KT_CPU_PREFETCH_Q4, default 6 KiB): `kiln bench -p
- *   8,32` on the 1.1B Q4_0, 131 -> 247 and 218 -> 288 t/s; generation unchanged.
- * Q8_0 lost 10-20% with it and does without. 0 turns one off. Prefetches past the end
- * of a buffer do not fault. */
+ * - Q4_0, and Q8_0 for more than one column, kt_cpu_lanes_prefetch_q4
+ *   (KT_CPU_PREFETCH_Q4, default 6 KiB): `kiln bench -p 8,32` on the 1.1B Q4_0, 131 ->
+ *   247 and 218 -> 288 t/s, generation unchanged; `-p 8,128` on the Q8_0, 90 -> 193 and
+ *   237 -> 282. Q8_0 generation (one column) lost 10-20% with it and does without.
+ * 0 turns one off. Prefetches past the end of a buffer do not fault. */
 extern size_t kt_cpu_lanes_prefetch, kt_cpu_lanes_prefetch_q4;
 INLINE void prefetch_ahead(const uint8_t *p, size_t bytes, size_t ahead) {
     if (ahead)
