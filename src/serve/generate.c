@@ -58,8 +58,7 @@ static cJSON *group_usage(const struct group *g) {
 struct stream {
     struct kiln_server *s;
     struct group g;
-    int k;           /* the task being streamed: g.t[k] */
-    struct srv_task *t;
+    int k; /* the task being streamed: g.t[k] */
     struct MHD_Connection *conn;
     size_t sent;      /* text bytes sent */
     int32_t tok_sent; /* tokens whose logprobs were sent */
@@ -82,7 +81,7 @@ static bool out_event(struct stream *st, cJSON *json) {
 
 /* Under t->mu: the events for what the task published since the last call. */
 static bool stream_events(struct stream *st) {
-    struct srv_task *t = st->t;
+    struct srv_task *t = st->g.t[st->k];
     if (t->err_status) {
         cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
         cJSON_AddStringToObject(e, "message", t->err);
@@ -117,7 +116,7 @@ static bool stream_events(struct stream *st) {
     if (!t->done) return true;
     if (!out_event(st, srv_format_chunk(st->s, t, to, to, tok1, tok1, true))) return false;
     if (st->k + 1 < st->g.n) { /* the next prompt's task (the caller holds this one's lock) */
-        st->t = st->g.t[++st->k];
+        st->k++;
         st->sent = 0;
         st->tok_sent = 0;
         return true;
@@ -145,7 +144,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
         }
         if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
         st->len = st->off = 0;
-        struct srv_task *t = st->t;
+        struct srv_task *t = st->g.t[st->k];
         pthread_mutex_lock(&t->mu);
         while (!t->done && t->safe == st->sent) {
             wait_a_bit(t);
@@ -155,7 +154,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             }
         }
-        bool ok = stream_events(st); /* may move st->t on to the next task */
+        bool ok = stream_events(st); /* may move st->k on to the next task */
         pthread_mutex_unlock(&t->mu);
         if (!ok) return MHD_CONTENT_READER_END_WITH_ERROR;
     }
@@ -178,7 +177,7 @@ static enum MHD_Result reply_stream(struct srv_req *r, struct group *g) {
         atomic_fetch_sub(&r->srv->in_flight, 1);
         return MHD_NO;
     }
-    *st = (struct stream){.s = r->srv, .g = *g, .t = g->t[0], .conn = r->conn};
+    *st = (struct stream){.s = r->srv, .g = *g, .conn = r->conn};
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
     if (!resp) {
         stream_free(st);
@@ -256,10 +255,10 @@ static enum MHD_Result reply_whole(struct srv_req *r, struct group *g) {
 
 /* ------------------------------------------------------------------ the routes */
 
-/* Task i of a request: its prompt (the rendered messages for chat) and the body's
- * generation fields. */
-static struct srv_task *parse_task(struct kiln_server *s, const cJSON *body, enum srv_api api, int i, char *err,
-                                   size_t errlen) {
+/* Task i of a request: prompt i of the prompt field (the rendered messages for chat)
+ * and the body's generation fields. */
+static struct srv_task *parse_task(struct kiln_server *s, const cJSON *body, const cJSON *prompt, enum srv_api api,
+                                   int i, char *err, size_t errlen) {
     struct srv_task *t = srv_task_new();
     if (!t) {
         snprintf(err, errlen, "out of memory");
@@ -279,8 +278,6 @@ static struct srv_task *parse_task(struct kiln_server *s, const cJSON *body, enu
             free(text);
         }
     } else {
-        const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(body, "prompt");
-        if (!prompt && api == SRV_API_LLAMA) prompt = cJSON_GetObjectItemCaseSensitive(body, "content");
         ok = prompt != NULL;
         if (!ok) snprintf(err, errlen, "'prompt' is required");
         else ok = srv_parse_prompt(s, prompt, i, t, err, errlen);
@@ -301,18 +298,19 @@ static enum MHD_Result generate(struct srv_req *r, enum srv_api api) {
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(body, "prompt");
     if (!prompt && api == SRV_API_LLAMA) prompt = cJSON_GetObjectItemCaseSensitive(body, "content");
     const int n = api == SRV_API_CHAT || !prompt ? 1 : srv_prompt_count(prompt);
+    const int want = n > 0 ? n : 1; /* an empty list: task 0 reports it */
     if (n > SRV_MAX_PROMPTS) {
         cJSON_Delete(body);
         return srv_reply_error(r, 400, "'prompt' lists %d prompts; at most %d in one request", n, SRV_MAX_PROMPTS);
     }
     struct group g = {.n = 0};
-    for (int i = 0; i < (n > 0 ? n : 1); i++) {
-        struct srv_task *t = parse_task(s, body, api, i, err, sizeof err);
+    for (int i = 0; i < want; i++) {
+        struct srv_task *t = parse_task(s, body, prompt, api, i, err, sizeof err);
         if (!t) break;
         g.t[g.n++] = t;
     }
     cJSON_Delete(body);
-    if (g.n < (n > 0 ? n : 1)) {
+    if (g.n < want) {
         unref_all(&g);
         return srv_reply_error(r, 400, "%s", err);
     }
