@@ -55,20 +55,21 @@ static void test_kernel(enum kt_type t, kt_gemm_fn gemm, int64_t K, bool raw, ui
     const enum kt_type vdt = kt_get_type_traits(t)->vec_dot_type;
     const size_t rs = kt_row_size(t, K), ys = kt_row_size(vdt, K);
     uint8_t *w = malloc(rs * KT_GEMM_ROWS), *y = malloc(ys * KT_GEMM_COLS);
-    float *x = malloc((size_t)K * sizeof(float));
+    float *x = malloc((size_t)K * sizeof(float)), *yf = malloc((size_t)K * KT_GEMM_COLS * sizeof(float));
     make_rows(t, w, K, KT_GEMM_ROWS, raw, s);
     for (int c = 0; c < KT_GEMM_COLS; c++) {
         for (int64_t k = 0; k < K; k++) x[k] = gauss(s);
         kt_get_type_traits(vdt)->from_float_ref(x, y + (size_t)c * ys, K);
+        kt_get_type_traits(vdt)->to_float(y + (size_t)c * ys, yf + (size_t)c * (size_t)K, K); /* the kernel's input */
     }
     const kt_vec_dot_fn dot = kt_cpu_vec_dot(t);
     for (int nr = 1; nr <= KT_GEMM_ROWS; nr++)
         for (int nc = 1; nc <= KT_GEMM_COLS; nc++) {
             float got[KT_GEMM_COLS][KT_GEMM_ROWS];
             float *out[KT_GEMM_COLS];
-            const void *yp[KT_GEMM_COLS];
-            for (int c = 0; c < KT_GEMM_COLS; c++) out[c] = got[c], yp[c] = y + (size_t)c * ys;
-            gemm(K, w, rs, yp, out, nr, nc);
+            const void *yp[KT_GEMM_COLS], *yfp[KT_GEMM_COLS];
+            for (int c = 0; c < KT_GEMM_COLS; c++) out[c] = got[c], yp[c] = y + (size_t)c * ys, yfp[c] = yf + (size_t)c * (size_t)K;
+            gemm(K, w, rs, yfp, out, nr, nc);
             int bad = 0;
             for (int c = 0; c < nc; c++)
                 for (int r = 0; r < nr; r++) {
@@ -81,7 +82,7 @@ static void test_kernel(enum kt_type t, kt_gemm_fn gemm, int64_t K, bool raw, ui
             CHECKF(bad == 0, "%s gemm K=%lld %dx%d: %d elements differ from vec_dot", kt_type_name(t), (long long)K,
                    nr, nc, bad);
         }
-    free(w), free(y), free(x);
+    free(w), free(y), free(x), free(yf);
 }
 
 /* Rows-in-lanes kernels (Q4_0, Q8_0, Q4_K): every (nr, nc) against the reference

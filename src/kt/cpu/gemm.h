@@ -17,11 +17,13 @@
 #include "kt.h"
 
 #define KT_GEMM_ROWS 4 /* most weight rows one call computes */
-#define KT_GEMM_COLS 4 /* most activation columns one call computes */
+#define KT_GEMM_COLS 6 /* most activation columns one call computes */
 
 /* out[c][r] = dot(row r of w, y[c]) for r < nr, c < nc (1 <= nr <= KT_GEMM_ROWS,
  * 1 <= nc <= KT_GEMM_COLS). w: nr weight rows of K elements, ws bytes apart;
- * y[c]: a row of the weight type's dot partner; out[c]: where row 0's result goes. */
+ * y[c]: a row of the weight type's dot partner as floats (F16 for F16 weights:
+ * K floats that F16 holds exactly, what the partner row converts to; mul_mat
+ * writes them so, kt_cpu_act_floats); out[c]: where row 0's result goes. */
 typedef void (*kt_gemm_fn)(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
                            int nc);
 

@@ -1,18 +1,20 @@
 /*
- * gemm_avx512.c - AVX-512 VNNI block kernels (R weight rows x C activation
- * columns per pass) for Q4_K and Q6_K weights against Q8_K, and F16 x F16
- * (Q4_0 and Q8_0: gemm_lanes_avx512.c).
+ * gemm_avx512.c - the AVX-512 block kernel (R weight rows x C activation
+ * columns per pass) for F16 weights (the quantized types go through the
+ * rows-in-lanes kernels, gemm_lanes*_avx512.c).
  * Each output element repeats vec_dot_avx512.c's arithmetic exactly (same
- * int32 block sums, same float lanes and fma order, same final reduction), so
- * results are bit-identical to it; what changes is that a weight block is
- * unpacked once per C columns and an activation block loaded once per R rows.
+ * float lanes and fma order, same final reduction), so results are
+ * bit-identical to it; what changes is that a weight vector is converted once
+ * per C columns and an activation vector loaded once per R rows. The
+ * activations arrive as floats, so they are converted once per matrix rather
+ * than once per R rows: `bench_gemm 5 2048 2048 64 f16 1` 55 -> 93 GFLOP/s,
+ * `kiln bench -p 64` on the 1.1B F16 56 -> 89 t/s (the old 2 x 3 tile spent 5
+ * conversions on 6 multiply-adds; this CPU issues one 512-bit FMA a cycle).
  * Contracts: gemm.h.
  */
 #include <immintrin.h>
 
 #include "gemm.h"
-#include <string.h>
-
 #include "quant.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -24,17 +26,19 @@ static inline float h2f(kt_fp16_t h) { return _cvtsh_ss(h); }
 
 /* ------------------------------------------------------------------ F16 */
 
-/* vec_dot's four float accumulators per output (elements 16k..16k+15 of each
- * 64), its 16-element steps into the first, its reduction and scalar tail, per
- * (row, column): 4 x 2 x 3 accumulators fill 24 of the 32 registers. */
-#define F16_ROWS 2
-#define F16_COLS 3
-#define F16_DECODE_ROWS 4 /* one column: 4 rows per pass (16 accumulators), fewer passes over y */
+/* vec_dot's arithmetic per (row, column): one float accumulator, a fused
+ * multiply-add per 16 elements in order, its reduction, the scalar tail. The
+ * activation rows come as floats (F16 values, converted once by mul_mat), so a
+ * step costs R conversions and R x C multiply-adds: 4 x 6 accumulators, 4 weight
+ * registers and one activation register use 29 of the 32. */
+#define F16_ROWS KT_GEMM_ROWS
+#define F16_COLS KT_GEMM_COLS
 
 INLINE void tile_f16(int64_t K, const uint8_t *w, size_t ws, const void *const *yp, float *const *out, const int R,
                      const int C) {
-    __m512 acc[F16_DECODE_ROWS][F16_COLS][4];
-    const kt_fp16_t *x[F16_DECODE_ROWS], *y[F16_COLS];
+    __m512 acc[F16_ROWS][F16_COLS];
+    const kt_fp16_t *x[F16_ROWS];
+    const float *y[F16_COLS];
     UNROLL
     for (int r = 0; r < R; r++) x[r] = (const kt_fp16_t *)(w + (size_t)r * ws);
     UNROLL
@@ -42,65 +46,38 @@ INLINE void tile_f16(int64_t K, const uint8_t *w, size_t ws, const void *const *
     UNROLL
     for (int r = 0; r < R; r++)
         UNROLL
-        for (int c = 0; c < C; c++)
-            UNROLL
-            for (int k = 0; k < 4; k++) acc[r][c][k] = _mm512_setzero_ps();
+        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
     int64_t i = 0;
-    for (; i + 64 <= K; i += 64) {
+    for (; i + 16 <= K; i += 16) {
+        __m512 xv[F16_ROWS];
         UNROLL
-        for (int k = 0; k < 4; k++) {
-            __m512 xv[F16_DECODE_ROWS];
-            UNROLL
-            for (int r = 0; r < R; r++) xv[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x[r] + i + 16 * k)));
-            UNROLL
-            for (int c = 0; c < C; c++) {
-                const __m512 yv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y[c] + i + 16 * k)));
-                UNROLL
-                for (int r = 0; r < R; r++) acc[r][c][k] = _mm512_fmadd_ps(xv[r], yv, acc[r][c][k]);
-            }
-        }
-    }
-    for (; i + 16 <= K; i += 16)
+        for (int r = 0; r < R; r++) xv[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x[r] + i)));
         UNROLL
         for (int c = 0; c < C; c++) {
-            const __m512 yv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y[c] + i)));
+            const __m512 yv = _mm512_loadu_ps(y[c] + i);
             UNROLL
-            for (int r = 0; r < R; r++)
-                acc[r][c][0] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x[r] + i))), yv,
-                                               acc[r][c][0]);
+            for (int r = 0; r < R; r++) acc[r][c] = _mm512_fmadd_ps(xv[r], yv, acc[r][c]);
         }
+    }
     UNROLL
     for (int c = 0; c < C; c++)
         UNROLL
         for (int r = 0; r < R; r++) {
-            float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[r][c][0], acc[r][c][1]),
-                                                           _mm512_add_ps(acc[r][c][2], acc[r][c][3])));
-            for (int64_t t = i; t < K; t++) sum += h2f(x[r][t]) * h2f(y[c][t]);
+            float sum = _mm512_reduce_add_ps(acc[r][c]);
+            for (int64_t t = i; t < K; t++) sum += h2f(x[r][t]) * y[c][t];
             out[c][r] = sum;
         }
 }
 
+#define F16_CASE(R, C)                                                                                                 \
+    case ((R) - 1) * F16_COLS + (C) - 1: tile_f16(K, w, ws, y, out, R, C); break;
+#define F16_ROW(R) F16_CASE(R, 1) F16_CASE(R, 2) F16_CASE(R, 3) F16_CASE(R, 4) F16_CASE(R, 5) F16_CASE(R, 6)
+_Static_assert(F16_ROWS == 4 && F16_COLS == 6, "the cases below list every tile shape");
+
 void kt_gemm_f16_f16_avx512(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
                             int nc) {
-    if (nc == 1 && nr == F16_DECODE_ROWS) {
-        tile_f16(K, w, ws, y, out, F16_DECODE_ROWS, 1);
-        return;
-    }
-    for (int r0 = 0; r0 < nr; r0 += F16_ROWS) {
-        const int rr = nr - r0 < F16_ROWS ? nr - r0 : F16_ROWS;
-        float *o[KT_GEMM_COLS];
-        for (int c = 0; c < nc; c++) o[c] = out[c] + r0;
-        const uint8_t *wr = (const uint8_t *)w + (size_t)r0 * ws;
-        for (int c0 = 0; c0 < nc; c0 += F16_COLS) {
-            const int cc = nc - c0 < F16_COLS ? nc - c0 : F16_COLS;
-            switch ((rr - 1) * F16_COLS + (cc - 1)) {
-            case 0: tile_f16(K, wr, ws, y + c0, o + c0, 1, 1); break;
-            case 1: tile_f16(K, wr, ws, y + c0, o + c0, 1, 2); break;
-            case 2: tile_f16(K, wr, ws, y + c0, o + c0, 1, 3); break;
-            case 3: tile_f16(K, wr, ws, y + c0, o + c0, 2, 1); break;
-            case 4: tile_f16(K, wr, ws, y + c0, o + c0, 2, 2); break;
-            default: tile_f16(K, wr, ws, y + c0, o + c0, 2, 3); break;
-            }
-        }
+    switch ((nr - 1) * F16_COLS + (nc - 1)) {
+        F16_ROW(1) F16_ROW(2) F16_ROW(3) F16_ROW(4)
+    default: break;
     }
 }

@@ -25,17 +25,40 @@
 #define XPAND_MIN 32
 _Static_assert(KT_GEMM_COLS <= PACK_COLS && KT_LANES_COLS <= PACK_COLS, "a column group fits struct col_group");
 
-static size_t act_row_size(const struct kt_tensor *dst) {
-    const struct kt_tensor *a = dst->src[0];
-    enum kt_type vdt = kt_get_type_traits(a->type)->vec_dot_type;
-    return (kt_row_size(vdt, a->ne[0]) + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1);
-}
-
 /* Rows-in-lanes kernel (gemm.h) for this node, or NULL: the 16 row offsets must fit
  * the kernel's 32-bit gather indices. */
 static kt_lanes_fn lanes_for(const struct kt_tensor *a, int *bias) {
     if (a->nb[1] > (size_t)INT32_MAX / KT_LANES_ROWS) return NULL;
     return kt_cpu_lanes(a->type, bias);
+}
+
+/* Block kernel (gemm.h) for this node, or NULL (rows in lanes, or none). */
+static kt_gemm_fn gemm_for(const struct kt_tensor *dst) {
+    const struct kt_tensor *a = dst->src[0];
+    int bias;
+    return lanes_for(a, &bias) ? NULL : kt_cpu_gemm(a->type, kt_nrows(dst->src[1]));
+}
+
+/* Bytes of one column's activation row: the dot partner's row, or for a block kernel
+ * that row's values as floats. */
+static size_t act_row_size(const struct kt_tensor *dst) {
+    const struct kt_tensor *a = dst->src[0];
+    enum kt_type vdt = kt_get_type_traits(a->type)->vec_dot_type;
+    const size_t n = gemm_for(dst) ? (size_t)a->ne[0] * sizeof(float) : kt_row_size(vdt, a->ne[0]);
+    return (n + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1);
+}
+
+/* A block kernel's activation row: K elements nb0 bytes apart, rounded to the dot
+ * partner's values (its quantizer, then back to floats), 256 at a time. */
+static void act_floats(enum kt_type vdt, kt_from_float_fn quant, const float *src, size_t nb0, float *out, int64_t K) {
+    float buf[256];
+    uint64_t tmp[256]; /* the partner's bytes for 256 elements (at most 8 a value) */
+    for (int64_t k0 = 0; k0 < K; k0 += 256) {
+        const int64_t n = K - k0 < 256 ? K - k0 : 256;
+        for (int64_t k = 0; k < n; k++) buf[k] = *(const float *)((const uint8_t *)src + (size_t)(k0 + k) * nb0);
+        quant(buf, tmp, n);
+        kt_get_type_traits(vdt)->to_float(tmp, out + k0, n);
+    }
 }
 
 /* Each column's per-block aux array (rows in lanes over Q8_0 activations), after the
@@ -182,11 +205,14 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
     int64_t c0, c1;
     kt_cpu_split_rows(p, ncols, &c0, &c1);
     kt_from_float_fn quant = vdt == KT_TYPE_F32 ? NULL : kt_cpu_from_float(vdt);
+    const kt_gemm_fn gemm = gemm_for(dst);
     for (int64_t c = c0; c < c1; c++) {
         int64_t i1 = c % N, i2 = (c / N) % B2, i3 = c / (N * B2);
         const float *src = (const float *)((const uint8_t *)b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3]);
         uint8_t *out = wdata + (size_t)c * brow;
-        if (b->nb[0] != sizeof(float)) {
+        if (gemm && quant) {
+            act_floats(vdt, quant, src, b->nb[0], (float *)out, K);
+        } else if (b->nb[0] != sizeof(float)) {
             /* strided elements: gather first (rare: transposed activations) */
             float *tmp = (float *)out;
             if (quant) {
@@ -218,7 +244,6 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
     const uint8_t *rp_g0 = NULL;
     size_t rp_gsize = 0;
     const bool rp = lanes && kt_cpu_repacked(a, &rp_g0, &rp_gsize);
-    const kt_gemm_fn gemm = lanes ? NULL : kt_cpu_gemm(a->type, ncols);
     /* packed 16-row blocks: the thread's scratch after the activations, if the plan made room */
     const struct kt_lanes_packer *pack = lanes ? kt_cpu_lanes_packer(a->type) : NULL;
     const size_t scratch_off = brow * (size_t)ncols + lanes_aux_size(a) * (size_t)ncols;
@@ -231,7 +256,7 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
                            : NULL;
     /* prompts: tiles of 64 (or 32) rows, reused across the tile's columns */
     const int64_t tile_r = gemm || lanes ? 64 : 32;
-    const int64_t tile_c = ncols == 1 ? 1 : scratch || rp ? PACK_COLS : gemm || lanes ? 32 : 8;
+    const int64_t tile_c = ncols == 1 ? 1 : scratch || rp ? PACK_COLS : gemm ? 6 * KT_GEMM_COLS : lanes ? 32 : 8;
     const int64_t nt0 = (M + tile_r - 1) / tile_r, nt1 = (ncols + tile_c - 1) / tile_c;
     /* decode: each thread first streams one long run of rows (3/4 of the matrix split
      * evenly, in whole 16-row groups: 64-row tiles measured ~5-10% slower tg on the 1.1B

@@ -22,18 +22,14 @@ static inline float h2f(kt_fp16_t h) { return _cvtsh_ss(h); }
 
 void kt_vec_dot_f16_avx512(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const kt_fp16_t *x = vx, *y = vy;
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    /* one accumulator, as gemm_avx512.c's tiles have (their many outputs give the
+     * parallelism a lone dot lacks) */
+    __m512 acc = _mm512_setzero_ps();
     int64_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i + 16 * k))),
-                                     _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y + i + 16 * k))), acc[k]);
-    }
     for (; i + 16 <= n; i += 16)
-        acc[0] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))),
-                                 _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y + i))), acc[0]);
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+        acc = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))),
+                              _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y + i))), acc);
+    float sum = _mm512_reduce_add_ps(acc);
     for (; i < n; i++) sum += h2f(x[i]) * h2f(y[i]);
     *s = sum;
 }
