@@ -2,8 +2,9 @@
  * mul_mat.c - dst = src0 x src1 for weights of any type. Activations are first
  * converted (all threads, by rows) into the weight type's dot partner (Q8_0,
  * Q8_K, F16 ...) exactly as the reference quantizer would (for the F16 block
- * kernel, those values as floats), so the dot products are the format's own; then output tiles are handed out by an atomic counter
- * so that a thread that finishes early takes more (work stealing). Where the
+ * kernel, those values as floats), so the dot products are the format's own;
+ * then output tiles are handed out by an atomic counter so that a thread that
+ * finishes early takes more (work stealing). Where the
  * type has a rows-in-lanes kernel (gemm.h: Q4_0, Q8_0, Q4_K, Q6_K on AVX-512),
  * 16 rows go one per lane, for decode on the weights as mapped and for prompts
  * through a per-thread packed copy of 16 rows; else a block kernel computes a
