@@ -49,6 +49,15 @@ static size_t act_row_size(const struct kt_tensor *dst) {
     return (n + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1);
 }
 
+/* Elements [k0, k0 + n) of an activation row whose elements lie nb0 bytes apart: the
+ * row itself where they are contiguous, else gathered into buf (transposed
+ * activations, rare). */
+static const float *act_run(const float *src, size_t nb0, int64_t k0, int64_t n, float *buf) {
+    if (nb0 == sizeof(float)) return src + k0;
+    for (int64_t k = 0; k < n; k++) buf[k] = *(const float *)((const uint8_t *)src + (size_t)(k0 + k) * nb0);
+    return buf;
+}
+
 /* A block kernel's activation row: K elements nb0 bytes apart, rounded to the dot
  * partner's values (its quantizer, then back to floats), 256 at a time. */
 static void act_floats(enum kt_type vdt, kt_from_float_fn quant, const float *src, size_t nb0, float *out, int64_t K) {
@@ -56,8 +65,7 @@ static void act_floats(enum kt_type vdt, kt_from_float_fn quant, const float *sr
     uint64_t tmp[256]; /* the partner's bytes for 256 elements (at most 8 a value) */
     for (int64_t k0 = 0; k0 < K; k0 += 256) {
         const int64_t n = K - k0 < 256 ? K - k0 : 256;
-        for (int64_t k = 0; k < n; k++) buf[k] = *(const float *)((const uint8_t *)src + (size_t)(k0 + k) * nb0);
-        quant(buf, tmp, n);
+        quant(act_run(src, nb0, k0, n, buf), tmp, n);
         kt_get_type_traits(vdt)->to_float(tmp, out + k0, n);
     }
 }
@@ -220,11 +228,8 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
                 /* gather into the tail of the row's slot would alias; quantize element-wise instead */
                 float buf[256];
                 int64_t blk = kt_blck_size(vdt);
-                for (int64_t k0 = 0; k0 < K; k0 += blk) {
-                    for (int64_t k = 0; k < blk; k++)
-                        buf[k] = *(const float *)((const uint8_t *)src + (k0 + k) * b->nb[0]);
-                    quant(buf, out + kt_row_size(vdt, k0), blk);
-                }
+                for (int64_t k0 = 0; k0 < K; k0 += blk)
+                    quant(act_run(src, b->nb[0], k0, blk, buf), out + kt_row_size(vdt, k0), blk);
             } else {
                 for (int64_t k = 0; k < K; k++) tmp[k] = *(const float *)((const uint8_t *)src + k * b->nb[0]);
             }
