@@ -84,6 +84,12 @@ struct kt_threadpool {
     atomic_int n_sleepers; /* waiters blocked in the kernel on n_passed */
     /* dynamic work: chunk counter of the node in progress */
     atomic_int chunk;
+    /* per thread (cpu.h): its share of the node's tiles still to take, first | end << 32 */
+    struct share *share;
+};
+
+struct share {
+    _Alignas(64) _Atomic uint64_t left;
 };
 
 struct worker_arg {
@@ -155,6 +161,27 @@ int kt_cpu_chunk_next(const struct kt_compute_params *p) {
 
 void kt_cpu_chunk_reset(const struct kt_compute_params *p) {
     atomic_store_explicit(&p->tp->chunk, p->nth, memory_order_relaxed);
+}
+
+void kt_cpu_share_init(const struct kt_compute_params *p, int64_t n) {
+    const uint64_t first = (uint64_t)(n * p->ith / p->nth), end = (uint64_t)(n * (p->ith + 1) / p->nth);
+    atomic_store_explicit(&p->tp->share[p->ith].left, first | end << 32, memory_order_relaxed);
+}
+
+int64_t kt_cpu_share_next(const struct kt_compute_params *p) {
+    for (int k = 0; k < p->nth; k++) {
+        struct share *sh = &p->tp->share[(p->ith + k) % p->nth];
+        uint64_t v = atomic_load_explicit(&sh->left, memory_order_relaxed);
+        for (;;) {
+            const uint64_t first = v & 0xffffffffu, end = v >> 32;
+            if (first >= end) break;
+            /* the owner takes from the front, the others from the back */
+            const uint64_t nv = k == 0 ? (first + 1) | end << 32 : first | (end - 1) << 32;
+            if (atomic_compare_exchange_weak_explicit(&sh->left, &v, nv, memory_order_relaxed, memory_order_relaxed))
+                return (int64_t)(k == 0 ? first : end - 1);
+        }
+    }
+    return -1;
 }
 
 /* ---- dependency tracking for barrier elision */
@@ -273,6 +300,12 @@ struct kt_threadpool *kt_threadpool_new(int n_threads) {
         return NULL;
     }
     tp->n_threads = n_threads;
+    tp->share = aligned_alloc(_Alignof(struct share), (size_t)n_threads * sizeof(struct share));
+    if (!tp->share) {
+        free(tp);
+        kt_set_error("kt_threadpool_new: out of memory");
+        return NULL;
+    }
     pthread_mutex_init(&tp->mu, NULL);
     pthread_cond_init(&tp->cv, NULL);
     if (n_threads > 1) {
@@ -308,6 +341,7 @@ void kt_threadpool_free(struct kt_threadpool *tp) {
     pthread_mutex_destroy(&tp->mu);
     pthread_cond_destroy(&tp->cv);
     free(tp->workers);
+    free(tp->share);
     free(tp);
 }
 

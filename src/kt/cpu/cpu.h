@@ -27,6 +27,14 @@ int kt_cpu_chunk_next(const struct kt_compute_params *p);
 /* Reset the chunk counter to nth: call on one thread before a barrier that precedes chunking. */
 void kt_cpu_chunk_reset(const struct kt_compute_params *p);
 
+/* Tiles 0..n-1 in shares: thread ith owns the ith contiguous nth-part and takes it
+ * front to back, so that it streams one run of memory; a thread done with its own
+ * takes the others' last tiles, so that the threads still finish together. Every
+ * thread calls kt_cpu_share_init before a barrier that precedes its first
+ * kt_cpu_share_next, which returns a tile index or -1 when none is left. */
+void kt_cpu_share_init(const struct kt_compute_params *p, int64_t n);
+int64_t kt_cpu_share_next(const struct kt_compute_params *p);
+
 /* Rows [*r0, *r1) of nr for thread ith of nth. */
 static inline void kt_cpu_split_rows(const struct kt_compute_params *p, int64_t nr, int64_t *r0, int64_t *r1) {
     int64_t dr = (nr + p->nth - 1) / p->nth;
