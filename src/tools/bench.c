@@ -3,7 +3,8 @@
  * random tokens in one batch) and generation (tg: n_gen tokens one at a time)
  * for every combination of the -p/-n/-d/-t lists, after -d tokens already in
  * the cache; tokens/s as mean and standard deviation over repetitions after a
- * warm-up; plus the machine's memory read bandwidth per thread count, the
+ * warm-up (taken round-robin over the tests, so that every test sees the same
+ * machine); plus the machine's memory read bandwidth per thread count, the
  * bound of tg. Output md, json (llama-bench's field names) or csv.
  */
 #include "model_args.h"
@@ -27,13 +28,22 @@ struct bw_arg {
     const uint64_t *p;
     size_t n;
     uint64_t sum;
+    bool sparse;
 };
 
+/* Odd passes sum one word of every 64-byte line (the memory moves whole lines): one
+ * thread summing every word measured 21 GB/s here, its adds the limit, where the
+ * lines alone came at 28-30. Even passes sum every word (with 2 threads, 34 against
+ * 33). */
 static void *bw_worker(void *arg) {
     struct bw_arg *a = arg;
     uint64_t s[8] = {0};
-    for (size_t i = 0; i + 8 <= a->n; i += 8)
-        for (int k = 0; k < 8; k++) s[k] += a->p[i + k];
+    if (a->sparse)
+        for (size_t i = 0; i + 64 <= a->n; i += 64)
+            for (int k = 0; k < 8; k++) s[k] += a->p[i + 8 * k];
+    else
+        for (size_t i = 0; i + 8 <= a->n; i += 8)
+            for (int k = 0; k < 8; k++) s[k] += a->p[i + k];
     a->sum = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
     return NULL;
 }
@@ -51,7 +61,7 @@ static double measure_bandwidth(int n_threads) {
         int started = 1;
         const double t0 = tool_now();
         for (int i = 0; i < nt; i++) {
-            args[i] = (struct bw_arg){buf + n / (size_t)nt * (size_t)i, n / (size_t)nt, 0};
+            args[i] = (struct bw_arg){buf + n / (size_t)nt * (size_t)i, n / (size_t)nt, 0, pass % 2 == 1};
             if (i > 0 && pthread_create(&th[i], NULL, bw_worker, &args[i]) == 0) started = i + 1;
             else if (i > 0) break;
         }
@@ -296,41 +306,51 @@ int cmd_bench(int argc, char **argv) {
     n_runs *= threads.n * depth.n * (reps + 1);
     struct tool_progress bar;
     tool_progress_init(&bar, "bench");
-    for (int ti = 0; ti < threads.n; ti++) {
-        kiln_set_n_threads(ma.ctx, threads.v[ti]);
+    /* the tests in llama-bench's order; their repetitions are taken round-robin
+     * (every test's warm-up, then every test's first timed run, ...) so that a drift in
+     * the machine's speed falls on all of them alike (depth 0 against 4096, say) */
+    for (int ti = 0; ti < threads.n; ti++)
         for (int di = 0; di < depth.n; di++)
             for (int k = 0; k < pp.n + tg.n; k++) {
                 const bool is_pp = k < pp.n;
-                const int n = is_pp ? pp.v[k] : tg.v[k - pp.n], d = depth.v[di];
+                const int n = is_pp ? pp.v[k] : tg.v[k - pp.n];
                 if (n == 0) continue;
-                struct result *r = &res[n_res];
-                *r = (struct result){threads.v[ti], is_pp ? n : 0, is_pp ? 0 : n, d, 0, 0, 0, 0,
-                                     samples + (size_t)n_res * (size_t)reps, 0};
-                for (int rep = -1; rep < reps; rep++) { /* rep = -1: warm-up */
-                    tool_progress_update(&bar, (float)runs_done++ / (float)n_runs);
-                    bool ok = fill_depth(cmd, ma.ctx, &batch, toks + n, d);
-                    const double t0 = tool_now();
-                    ok = ok && (is_pp ? run_pp(ma.ctx, &batch, toks, n, d) : run_tg(ma.ctx, &batch, toks, n, d));
-                    const double dt = tool_now() - t0;
-                    if (!ok) {
-                        fprintf(stderr, "kiln %s: decode failed: %s\n", cmd, kiln_context_error(ma.ctx));
-                        goto done;
-                    }
-                    if (rep >= 0) r->samples_ns[rep] = dt * 1e9;
-                }
-                double sum = 0, sq = 0, sum_ts = 0, sq_ts = 0;
-                for (int rep = 0; rep < reps; rep++) sum += r->samples_ns[rep], sum_ts += n / (r->samples_ns[rep] * 1e-9);
-                r->avg_ns = sum / reps;
-                r->avg_ts = sum_ts / reps;
-                for (int rep = 0; rep < reps; rep++) {
-                    const double ts = n / (r->samples_ns[rep] * 1e-9);
-                    sq += (r->samples_ns[rep] - r->avg_ns) * (r->samples_ns[rep] - r->avg_ns);
-                    sq_ts += (ts - r->avg_ts) * (ts - r->avg_ts);
-                }
-                r->sd_ns = reps > 1 ? sqrt(sq / (reps - 1)) : 0;
-                r->sd_ts = reps > 1 ? sqrt(sq_ts / (reps - 1)) : 0;
+                res[n_res] = (struct result){threads.v[ti], is_pp ? n : 0, is_pp ? 0 : n, depth.v[di], 0, 0, 0, 0,
+                                             samples + (size_t)n_res * (size_t)reps, 0};
                 n_res++;
             }
+    int cur_threads = 0;
+    for (int rep = -1; rep < reps; rep++) /* rep = -1: warm-up */
+        for (int i = 0; i < n_res; i++) {
+            struct result *r = &res[i];
+            const bool is_pp = r->n_prompt > 0;
+            const int n = is_pp ? r->n_prompt : r->n_gen, d = r->n_depth;
+            if (r->n_threads != cur_threads) kiln_set_n_threads(ma.ctx, cur_threads = r->n_threads);
+            tool_progress_update(&bar, (float)runs_done++ / (float)n_runs);
+            bool ok = fill_depth(cmd, ma.ctx, &batch, toks + n, d);
+            const double t0 = tool_now();
+            ok = ok && (is_pp ? run_pp(ma.ctx, &batch, toks, n, d) : run_tg(ma.ctx, &batch, toks, n, d));
+            const double dt = tool_now() - t0;
+            if (!ok) {
+                fprintf(stderr, "kiln %s: decode failed: %s\n", cmd, kiln_context_error(ma.ctx));
+                goto done;
+            }
+            if (rep >= 0) r->samples_ns[rep] = dt * 1e9;
+        }
+    for (int i = 0; i < n_res; i++) {
+        struct result *r = &res[i];
+        const int n = r->n_prompt > 0 ? r->n_prompt : r->n_gen;
+        double sum = 0, sq = 0, sum_ts = 0, sq_ts = 0;
+        for (int rep = 0; rep < reps; rep++) sum += r->samples_ns[rep], sum_ts += n / (r->samples_ns[rep] * 1e-9);
+        r->avg_ns = sum / reps;
+        r->avg_ts = sum_ts / reps;
+        for (int rep = 0; rep < reps; rep++) {
+            const double ts = n / (r->samples_ns[rep] * 1e-9);
+            sq += (r->samples_ns[rep] - r->avg_ns) * (r->samples_ns[rep] - r->avg_ns);
+            sq_ts += (ts - r->avg_ts) * (ts - r->avg_ts);
+        }
+        r->sd_ns = reps > 1 ? sqrt(sq / (reps - 1)) : 0;
+        r->sd_ts = reps > 1 ? sqrt(sq_ts / (reps - 1)) : 0;
     }
     tool_progress_done(&bar);
     /* bandwidth after the runs (its buffer would otherwise compete with the model), per thread count */
