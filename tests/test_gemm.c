@@ -10,6 +10,7 @@
  * Types without a block kernel on this CPU still run the mul_mat checks.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -261,8 +262,77 @@ static void test_repacked(enum kt_type t, int64_t K, int64_t total, int64_t row0
     kt_free(ctx);
 }
 
+/* The decode split (cpu.h): each thread takes its own share front to back, then the
+ * others' from their back ends; every tile exactly once. First one thread after
+ * another, where the order is known; then 4 threads at once, each pausing at random,
+ * where only "each tile once" is. */
+struct share_run {
+    struct kt_compute_params p;
+    pthread_barrier_t *start;
+    int *taken; /* per tile, how many times */
+    int got, out_of_range; /* counted here: the CHECK counters are not for threads */
+    uint64_t seed;
+};
+
+static void *share_worker(void *arg) {
+    struct share_run *r = arg;
+    kt_cpu_share_init(&r->p, 1000);
+    pthread_barrier_wait(r->start);
+    for (int64_t t; (t = kt_cpu_share_next(&r->p)) >= 0; r->got++) {
+        if (t < 1000)
+            __atomic_fetch_add(&r->taken[t], 1, __ATOMIC_RELAXED);
+        else
+            r->out_of_range++;
+        r->seed = r->seed * 6364136223846793005ull + 1442695040888963407ull;
+        for (volatile unsigned spin = (unsigned)(r->seed >> 54); spin > 0; spin--) {
+        }
+    }
+    return NULL;
+}
+
+static void test_shares(void) {
+    struct kt_threadpool *tp = kt_threadpool_new(4);
+    CHECK(tp != NULL);
+    if (!tp) return;
+    struct kt_compute_params p[3];
+    for (int i = 0; i < 3; i++) {
+        p[i] = (struct kt_compute_params){.ith = i, .nth = 3, .tp = tp};
+        kt_cpu_share_init(&p[i], 10); /* shares [0,3) [3,6) [6,10) */
+    }
+    CHECK(kt_cpu_share_next(&p[1]) == 3);
+    static const int64_t want0[] = {0, 1, 2, 5, 4, 9, 8, 7, 6, -1}; /* own, then the others' backs */
+    for (size_t k = 0; k < sizeof want0 / sizeof want0[0]; k++) {
+        const int64_t got = kt_cpu_share_next(&p[0]);
+        CHECKF(got == want0[k], "share step %zu: tile %lld, want %lld", k, (long long)got, (long long)want0[k]);
+    }
+    CHECK(kt_cpu_share_next(&p[1]) == -1 && kt_cpu_share_next(&p[2]) == -1);
+    for (int i = 0; i < 2; i++) { /* fewer tiles than threads: a share may be empty */
+        p[i] = (struct kt_compute_params){.ith = i, .nth = 2, .tp = tp};
+        kt_cpu_share_init(&p[i], 1);
+    }
+    CHECK(kt_cpu_share_next(&p[0]) == 0 && kt_cpu_share_next(&p[0]) == -1 && kt_cpu_share_next(&p[1]) == -1);
+
+    int taken[1000] = {0};
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, 4);
+    struct share_run run[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        run[i] = (struct share_run){{.ith = i, .nth = 4, .tp = tp}, &start, taken, 0, 0, 0x1234567u * (uint64_t)(i + 1)};
+        CHECK(pthread_create(&th[i], NULL, share_worker, &run[i]) == 0);
+    }
+    int total = 0, bad = 0;
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL), total += run[i].got, bad += run[i].out_of_range;
+    pthread_barrier_destroy(&start);
+    for (int t = 0; t < 1000; t++) bad += taken[t] != 1;
+    CHECKF(bad == 0 && total == 1000, "4 threads: %d tiles out of range or not taken exactly once (%d taken of 1000)",
+           bad, total);
+    kt_threadpool_free(tp);
+}
+
 int main(void) {
     uint64_t s = 0x9e3779b97f4a7c15ull;
+    test_shares();
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         const enum kt_type t = types[i];
         const int64_t qk = kt_blck_size(kt_get_type_traits(t)->vec_dot_type) > 32 ? 256 : 32;
