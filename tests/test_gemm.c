@@ -318,7 +318,8 @@ static void test_shares(void) {
     struct share_run run[4];
     pthread_t th[4];
     for (int i = 0; i < 4; i++) {
-        run[i] = (struct share_run){{.ith = i, .nth = 4, .tp = tp}, &start, taken, 0, 0, 0x1234567u * (uint64_t)(i + 1)};
+        run[i] = (struct share_run){
+            {.ith = i, .nth = 4, .tp = tp}, &start, taken, 0, 0, 0x1234567u * (uint64_t)(i + 1)};
         CHECK(pthread_create(&th[i], NULL, share_worker, &run[i]) == 0);
     }
     int total = 0, bad = 0;

@@ -23,7 +23,7 @@
  * 1 <= nc <= KT_GEMM_COLS). w: nr weight rows of K elements, ws bytes apart;
  * y[c]: a row of the weight type's dot partner as floats (F16 for F16 weights:
  * K floats that F16 holds exactly, what the partner row converts to; mul_mat
- * writes them so, kt_cpu_act_floats); out[c]: where row 0's result goes. */
+ * writes them so, act_floats in mul_mat.c); out[c]: where row 0's result goes. */
 typedef void (*kt_gemm_fn)(int64_t K, const void *w, size_t ws, const void *const *y, float *const *out, int nr,
                            int nc);
 

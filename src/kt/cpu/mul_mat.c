@@ -3,12 +3,13 @@
  * converted (all threads, by rows) into the weight type's dot partner (Q8_0,
  * Q8_K, F16 ...) exactly as the reference quantizer would (for the F16 block
  * kernel, those values as floats), so the dot products are the format's own;
- * then output tiles are handed out by an atomic counter so that a thread that
- * finishes early takes more (work stealing). Where the
- * type has a rows-in-lanes kernel (gemm.h: Q4_0, Q8_0, Q4_K, Q6_K on AVX-512),
- * 16 rows go one per lane, for decode on the weights as mapped and for prompts
- * through a per-thread packed copy of 16 rows; else a block kernel computes a
- * few rows x a few columns per pass over K. Each output element is exactly one
+ * then output tiles are handed out so that a thread that finishes early takes
+ * more (work stealing): prompts by an atomic counter, decode by per-thread
+ * shares of contiguous rows (cpu.h). Where the type has a rows-in-lanes kernel
+ * (gemm.h: Q4_0, Q8_0, Q4_K, Q6_K on AVX-512), 16 rows go one per lane, for
+ * decode on the weights as mapped and for prompts through a per-thread packed
+ * copy of 16 rows; else a block kernel computes a few rows x a few columns per
+ * pass over K. Each output element is exactly one
  * vec_dot's arithmetic whatever the path or tiling, so results depend neither
  * on the thread count nor on how many columns a batch has.
  */
@@ -241,10 +242,11 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
         if (lanes && lanes_aux_size(a))
             kt_lanes_aux(K, out, lanes_bias, (struct kt_lanes_aux *)(auxd + (size_t)c * lanes_aux_size(a)));
     }
-    /* decode: 32-row tiles in shares (cpu.h) */
-    const int64_t dec_rows = 32;
-    if (ncols == 1)
-        kt_cpu_share_init(p, (M + dec_rows - 1) / dec_rows);
+    /* decode (one column): 32-row tiles in shares (cpu.h) */
+    const bool dec = ncols == 1;
+    const int64_t dec_rows = 32, dec_tiles = (M + dec_rows - 1) / dec_rows;
+    if (dec)
+        kt_cpu_share_init(p, dec_tiles);
     else if (p->ith == 0)
         kt_cpu_chunk_reset(p);
     kt_cpu_barrier(p);
@@ -272,7 +274,11 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
      * Q8_0, which does not expand, measured no better with them. */
     const int64_t tile_r = gemm || lanes ? 64 : 32;
     const bool expands = pack && pack->xsize;
-    const int64_t tile_c = ncols == 1 ? 1 : scratch || rp ? (expands ? 4 : 1) * PACK_COLS : gemm ? 6 * KT_GEMM_COLS : lanes ? 32 : 8;
+    const int64_t tile_c = dec             ? 1
+                           : scratch || rp ? (expands ? 4 : 1) * PACK_COLS
+                           : gemm          ? 6 * KT_GEMM_COLS
+                           : lanes         ? 32
+                                           : 8;
     const int64_t nt0 = (M + tile_r - 1) / tile_r, nt1 = (ncols + tile_c - 1) / tile_c;
     /* decode: each thread streams its own share of the rows front to back, then helps
      * with what is left of the others' from their ends (kt_cpu_share_next), so that
@@ -281,8 +287,7 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
      * was free, the prefetch running into a tile another thread takes) was slower on
      * every 1.1B file, timed in one process on alternating tokens (two runs each, 2
      * threads): tg Q4_K_M 4% and 15%, Q8_0 4% and 5%, Q4_0 2% and 3%, F16 1% and 2%. */
-    const bool dec = ncols == 1;
-    const int64_t ntiles = dec ? (M + dec_rows - 1) / dec_rows : nt0 * nt1;
+    const int64_t ntiles = dec ? dec_tiles : nt0 * nt1;
     for (int64_t t = dec ? kt_cpu_share_next(p) : p->ith; t >= 0 && t < ntiles;
          t = dec ? kt_cpu_share_next(p) : kt_cpu_chunk_next(p)) {
         int64_t ir0 = (t % nt0) * tile_r, ir1 = ir0 + tile_r < M ? ir0 + tile_r : M;
