@@ -127,14 +127,23 @@ static void next_group(const struct kt_tensor *a, struct kt_tensor *dst, int64_t
                        int64_t r3, const uint8_t *wdata, size_t brow, int64_t rr, int64_t *c, int64_t ic1, int max,
                        struct col_group *g) {
     g->w = NULL;
-    for (g->n = 0; *c < ic1 && g->n < max; ++*c, g->n++) {
-        const int64_t i1 = *c % N, i2 = (*c / N) % B2, i3 = *c / (N * B2);
-        const uint8_t *wc = (const uint8_t *)a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
-        if (g->n > 0 && wc != g->w) break;
-        g->w = wc;
+    g->n = 0;
+    if (*c >= ic1) return; /* (callers loop while *c < ic1) */
+    /* column *c's indices once, then stepped: a division per column was 4% of a prompt */
+    int64_t i1 = *c % N, i2 = (*c / N) % B2, i3 = *c / (N * B2);
+    g->w = (const uint8_t *)a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
+    for (; *c < ic1 && g->n < max; ++*c, g->n++) {
         g->y[g->n] = wdata + (size_t)*c * brow;
         g->col[g->n] = *c;
         g->out[g->n] = (float *)((uint8_t *)dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]) + rr;
+        if (++i1 == N) { /* the next column is in the next matrix of the batch: same weights? */
+            i1 = 0;
+            if (++i2 == B2) i2 = 0, i3++;
+            if ((const uint8_t *)a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3] != g->w) {
+                ++*c, g->n++;
+                break;
+            }
+        }
     }
 }
 
