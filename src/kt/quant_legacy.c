@@ -250,7 +250,10 @@ void kt_dequantize_row_q8_1(const void *restrict vx, float *restrict y, int64_t 
 
 /* ------------------------------------------------------------------ dot products */
 
-/* Per block: an exact integer sum of quant products, scaled once by d_x*d_y. */
+/* Per block: an exact integer sum of quant products, scaled once by d_x*d_y. Q4_0 and
+ * Q8_0 add that product into the sum with one rounding (fmaf): their AVX-512 kernels
+ * (cpu/gemm_lanes_avx512.c) keep this arithmetic, and a fused multiply-add costs them
+ * one operation where a multiply and an add cost two. */
 
 void kt_vec_dot_q4_0_q8_0(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const kt_block_q4_0 *x = vx;
@@ -262,7 +265,7 @@ void kt_vec_dot_q4_0_q8_0(int64_t n, float *restrict s, const void *restrict vx,
             isum += ((x[i].qs[j] & 0xf) - 8) * y[i].qs[j];
             isum += ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + KT_QK8_0 / 2];
         }
-        sum += (float)isum * (kt_h2f(x[i].d) * kt_h2f(y[i].d));
+        sum = fmaf((float)isum, kt_h2f(x[i].d) * kt_h2f(y[i].d), sum);
     }
     *s = sum;
 }
@@ -324,7 +327,7 @@ void kt_vec_dot_q8_0_q8_0(int64_t n, float *restrict s, const void *restrict vx,
     for (int64_t i = 0; i < n / KT_QK8_0; i++) {
         int isum = 0;
         for (int j = 0; j < KT_QK8_0; j++) isum += x[i].qs[j] * y[i].qs[j];
-        sum += (float)isum * (kt_h2f(x[i].d) * kt_h2f(y[i].d));
+        sum = fmaf((float)isum, kt_h2f(x[i].d) * kt_h2f(y[i].d), sum);
     }
     *s = sum;
 }

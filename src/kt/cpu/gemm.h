@@ -43,7 +43,7 @@ void kt_gemm_f16_f16_avx512(int64_t K, const void *w, size_t ws, const void *con
  * up to KT_LANES_ROWS weight rows (one per float lane) x KT_LANES_COLS columns per
  * call, for every batch size including one column (decode). Each element is the
  * reference kernel's arithmetic (kt_vec_dot_q4_0_q8_0): per block the exact int32
- * dot, then acc = acc + (float)isum * (dx * dy); so results equal the scalar
+ * dot, then acc = fma((float)isum, dx * dy, acc); so results equal the scalar
  * reference bit for bit and never depend on batching or threads. The kernels read
  * each column's per-block aux (kt_lanes_aux) besides its quants. */
 #define KT_LANES_ROWS 16

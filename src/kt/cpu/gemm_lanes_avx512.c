@@ -5,10 +5,11 @@
  * code serves decode (one column: every weight byte read once, 16 rows in
  * flight) and prompts (a 16-row block unpacked once per 8 columns).
  * Arithmetic per element, the reference's (kt_vec_dot_q4_0_q8_0): per block
- * the exact int32 dot, then acc = acc + (float)isum * (dx * dy), rounded
- * after the product. Contracts: gemm.h.
+ * the exact int32 dot, then acc = fma((float)isum, dx * dy, acc), one rounding
+ * for the product and the sum. Contracts: gemm.h.
  */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "gemm.h"
@@ -63,7 +64,7 @@ INLINE void unpack_q8_0(const uint8_t *const *row, size_t boff, __m512i lo[4], _
                     p[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[g], ylo), hi[g], yhi); \
                 const __m512i s = _mm512_add_epi32(reduce16(p[0], p[1], p[2], p[3]), _mm512_set1_epi32(aux[c][b].off)); \
                 const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(aux[c][b].d));                                    \
-                acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_cvtepi32_ps(s), d));                            \
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, acc[c]);                                         \
             }                                                                                                       \
         }                                                                                                           \
         const __mmask16 keep = (__mmask16)((1u << nr) - 1);                                                         \
@@ -196,7 +197,7 @@ INLINE void packed_tile(int64_t K, const uint8_t *g, const void *const *yp, cons
                 p1 = _mm512_dpbusd_epi32(p1, u[k + 4], _mm512_set1_epi32(load_i32(y->qs + 16 + 4 * k)));
             }
             const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(aux[c][b].d));
-            acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(p0, p1)), d));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(p0, p1)), d, acc[c]);
         }
     }
     UNROLL
@@ -247,7 +248,7 @@ void kt_vec_dot_q4_0_q8_0_avx512(int64_t n, float *restrict s, const void *restr
         const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
         const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, yv),
                                            _mm256_dpbusd_epi32(_mm256_setzero_si256(), eight, yv));
-        sum += (float)hsum256_epi32(p) * (_cvtsh_ss(x[i].d) * _cvtsh_ss(y[i].d));
+        sum = fmaf((float)hsum256_epi32(p), _cvtsh_ss(x[i].d) * _cvtsh_ss(y[i].d), sum);
     }
     *s = sum;
 }
@@ -262,7 +263,7 @@ void kt_vec_dot_q8_0_q8_0_avx512(int64_t n, float *restrict s, const void *restr
         const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
         const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, yv),
                                            _mm256_dpbusd_epi32(_mm256_setzero_si256(), flip, yv));
-        sum += (float)hsum256_epi32(p) * (_cvtsh_ss(x[i].d) * _cvtsh_ss(y[i].d));
+        sum = fmaf((float)hsum256_epi32(p), _cvtsh_ss(x[i].d) * _cvtsh_ss(y[i].d), sum);
     }
     *s = sum;
 }
