@@ -4,16 +4,21 @@
  * Each score is the row's dot with the cell's k row, D/16 fused multiply-adds
  * into one register then its 16 lanes summed by a fixed tree (done for 16
  * cells at once, the tree the same for each), times scale, plus the cell's
- * mask value; softmax per row over the list; then the v rows added in list
- * order. No arithmetic depends on where a cell sits in the cache or in the
- * list's groups of 16, so the result is the same for a sequence wherever its
- * cells are and whichever tokens share the batch.
+ * mask value; each row's maximum is kept as its scores are made. Then per row
+ * e_j = exp(score_j - max), summed (float lanes, added into a double every 1024
+ * cells); the v rows are added in list order weighted by e_j, and the sums
+ * times 1/sum are the outputs (the softmax's division done once per output
+ * rather than once per cell). No arithmetic depends on where a cell sits in
+ * the cache or in the list's groups of 16, so the result is the same for a
+ * sequence wherever its cells are and whichever tokens share the batch.
  */
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "ops_isa.h"
+#include "vexp_avx512.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
@@ -62,6 +67,8 @@ void kt_cpu_attn_unit_avx512(int64_t D, int64_t G, int64_t n, const float *q, si
                              size_t out_stride) {
     const int64_t nc = D / 16;
     const __m512 vscale = _mm512_set1_ps(scale);
+    __m512 vmax[G];
+    for (int64_t g = 0; g < G; g++) vmax[g] = _mm512_set1_ps(-INFINITY);
     /* scores, 16 cells at a time: their k rows as floats once, then each query row */
     for (int64_t j0 = 0; j0 < n; j0 += 16) {
         const int64_t m = n - j0 < 16 ? n - j0 : 16;
@@ -76,10 +83,40 @@ void kt_cpu_attn_unit_avx512(int64_t D, int64_t G, int64_t n, const float *q, si
             const __m512 sc = nc == 4   ? scores16(qr, kf, 4)
                               : nc == 8 ? scores16(qr, kf, 8)
                                         : scores16(qr, kf, nc);
-            _mm512_mask_storeu_ps(s + g * s_stride + j0, keep, _mm512_add_ps(_mm512_mul_ps(sc, vscale), add));
+            const __m512 x = _mm512_add_ps(_mm512_mul_ps(sc, vscale), add);
+            _mm512_mask_storeu_ps(s + g * s_stride + j0, keep, x);
+            vmax[g] = _mm512_mask_max_ps(vmax[g], keep, vmax[g], x);
         }
     }
-    for (int64_t g = 0; g < G; g++) kt_cpu_soft_max_row_avx512(n, p + g * s_stride, s + g * s_stride, NULL, false, 1.0f, 1.0f);
+    /* e_j = exp(score_j - max) and their sum, per row */
+    float inv[G];
+    for (int64_t g = 0; g < G; g++) {
+        const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax[g]));
+        const float *sr = s + g * s_stride;
+        float *pr = p + g * s_stride;
+        double sum = 0.0;
+        for (int64_t c0 = 0; c0 < n; c0 += 1024) {
+            const int64_t c1 = n - c0 < 1024 ? n : c0 + 1024;
+            __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+            int64_t j = c0;
+            for (; j + 32 <= c1; j += 32) {
+                const __m512 e0 = vexp(_mm512_sub_ps(_mm512_loadu_ps(sr + j), mx));
+                const __m512 e1 = vexp(_mm512_sub_ps(_mm512_loadu_ps(sr + j + 16), mx));
+                _mm512_storeu_ps(pr + j, e0);
+                _mm512_storeu_ps(pr + j + 16, e1);
+                a0 = _mm512_add_ps(a0, e0);
+                a1 = _mm512_add_ps(a1, e1);
+            }
+            for (; j < c1; j += 16) {
+                const __mmask16 kt = c1 - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (c1 - j)) - 1);
+                const __m512 e = _mm512_maskz_mov_ps(kt, vexp(_mm512_sub_ps(_mm512_maskz_loadu_ps(kt, sr + j), mx)));
+                _mm512_mask_storeu_ps(pr + j, kt, e);
+                a0 = _mm512_add_ps(a0, e);
+            }
+            sum += (double)_mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+        }
+        inv[g] = (float)(1.0 / sum);
+    }
     /* outputs: the v rows in list order, four query rows (and D/16 registers each) at a time */
     for (int64_t g0 = 0; g0 < G; g0 += 4) {
         const int64_t gn = G - g0 < 4 ? G - g0 : 4;
@@ -104,7 +141,8 @@ void kt_cpu_attn_unit_avx512(int64_t D, int64_t G, int64_t n, const float *q, si
             }
             for (int g = 0; g < gn; g++)
                 for (int i = 0; i < in; i++)
-                    _mm512_storeu_ps((float *)((uint8_t *)out + (size_t)(g0 + g) * out_stride) + 16 * (i0 + i), acc[g][i]);
+                    _mm512_storeu_ps((float *)((uint8_t *)out + (size_t)(g0 + g) * out_stride) + 16 * (i0 + i),
+                                     _mm512_mul_ps(acc[g][i], _mm512_set1_ps(inv[g0 + g])));
         }
     }
 }

@@ -34,8 +34,9 @@ void kt_cpu_rope_row_avx512(int64_t n_pairs, bool neox, float *y, const float *x
 /* One unit of fused attention (ops_attn.c) over an F16 cache, D a multiple of 16: G
  * query rows (q_stride bytes apart) against the n cells idx[] of a packed list (k/v
  * rows k_stride / v_stride bytes apart, madd[j] the mask value of entry j): scores
- * into s, probabilities into p (rows s_stride floats apart), kf scratch of 16*D
- * floats, outputs rows out_stride bytes apart. */
+ * into s, their exponentials (less the row's maximum, not yet divided by their sum)
+ * into p (rows s_stride floats apart), kf scratch of 16*D floats, outputs rows
+ * out_stride bytes apart. */
 void kt_cpu_attn_unit_avx512(int64_t D, int64_t G, int64_t n, const float *q, size_t q_stride, const uint8_t *k,
                              size_t k_stride, const uint8_t *v, size_t v_stride, const int32_t *idx, const float *madd,
                              float scale, float *s, float *p, size_t s_stride, float *kf, float *out,
