@@ -24,7 +24,7 @@ static struct table table;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
 /* how far ahead the compact-group kernels prefetch into L2 (lanes_avx512.h says why) */
-size_t kt_cpu_lanes_prefetch = 27136, kt_cpu_lanes_prefetch_q4 = 6144;
+size_t kt_cpu_lanes_prefetch = 54272, kt_cpu_lanes_prefetch_q4 = 6144;
 
 static void build(void) {
     struct table t;

@@ -70,10 +70,13 @@ INLINE uint8_t *align64(const void *p) { return (uint8_t *)(((uintptr_t)p + 63) 
  * core at 10 GB/s on Q6_K groups, and a batch of 8 columns (8 sequences decoding
  * together) at 7 GB/s on Q4_0 ones. So the kernels ask for the bytes this far ahead of
  * the block they work on, into L2 (into L1 it measured slower):
- * - K-quants, kt_cpu_lanes_prefetch (KT_CPU_PREFETCH, default 8 Q6_K blocks of 16 rows):
- *   `KT_CPU_PREFETCH=0 bench_gemm 5 16384 8192 1 q6_K T` against the default, 1 and 2
- *   threads: 24.6 -> 41.3 and 42.9 -> 70.3 GFLOP/s; Q4_K 68.4 -> 83.0, 122.0 -> 127.9;
- *   `kiln bench -n 32 -t 1` on a Q4_K_M file 27.6 -> 30.7 t/s.
+ * - K-quants, kt_cpu_lanes_prefetch (KT_CPU_PREFETCH, default 16 Q6_K blocks of 16
+ *   rows, 53 KiB): `KT_CPU_PREFETCH=0 bench_gemm 5 16384 8192 1 q6_K T` against 8
+ *   blocks, 1 and 2 threads: 24.6 -> 41.3 and 42.9 -> 70.3 GFLOP/s; Q4_K 68.4 -> 83.0,
+ *   122.0 -> 127.9; `kiln bench -n 32 -t 1` on a Q4_K_M file 27.6 -> 30.7 t/s. 16 blocks
+ *   against 8, timed on alternating tokens of one run (1.1B Q4_K_M): 1 thread +4.0%,
+ *   +3.4%, +3.4%; 2 threads -0.5%, +0.2%, +1.9% (and +1% a session before); 4 blocks
+ *   -5.6%, none -15%.
  * - Q4_0, and Q8_0 for more than one column, kt_cpu_lanes_prefetch_q4
  *   (KT_CPU_PREFETCH_Q4, default 6 KiB): `kiln bench -p 8,32` on the 1.1B Q4_0, 131 ->
  *   247 and 218 -> 288 t/s, generation unchanged; `-p 8,128` on the Q8_0, 90 -> 193 and
