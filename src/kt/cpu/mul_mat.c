@@ -112,6 +112,15 @@ bool kt_cpu_mul_mat_supports(const struct kt_tensor *dst) {
     return a->ne[0] % kt_blck_size(tr->vec_dot_type) == 0;
 }
 
+/* The weight matrix column (i1, i2, i3) of the batch multiplies (broadcast over dims
+ * 2/3 by r2, r3), and that column's output. */
+static inline const uint8_t *batch_weights(const struct kt_tensor *a, int64_t i2, int64_t i3, int64_t r2, int64_t r3) {
+    return (const uint8_t *)a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
+}
+static inline float *column_out(struct kt_tensor *dst, int64_t i1, int64_t i2, int64_t i3) {
+    return (float *)((uint8_t *)dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
+}
+
 /* The next columns from *c (before ic1, at most max) that share one weight matrix
  * (broadcast over dims 2/3 can change it inside a tile): their activation rows and
  * their outputs from row rr on. */
@@ -126,20 +135,18 @@ struct col_group {
 static void next_group(const struct kt_tensor *a, struct kt_tensor *dst, int64_t N, int64_t B2, int64_t r2,
                        int64_t r3, const uint8_t *wdata, size_t brow, int64_t rr, int64_t *c, int64_t ic1, int max,
                        struct col_group *g) {
-    g->w = NULL;
-    g->n = 0;
-    if (*c >= ic1) return; /* (callers loop while *c < ic1) */
-    /* column *c's indices once, then stepped: a division per column was 4% of a prompt */
+    /* (callers ask while *c < ic1) column *c's indices once, then stepped: a division
+     * per column was 4% of a prompt */
     int64_t i1 = *c % N, i2 = (*c / N) % B2, i3 = *c / (N * B2);
-    g->w = (const uint8_t *)a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
-    for (; *c < ic1 && g->n < max; ++*c, g->n++) {
+    g->w = batch_weights(a, i2, i3, r2, r3);
+    for (g->n = 0; *c < ic1 && g->n < max; ++*c, g->n++) {
         g->y[g->n] = wdata + (size_t)*c * brow;
         g->col[g->n] = *c;
-        g->out[g->n] = (float *)((uint8_t *)dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]) + rr;
+        g->out[g->n] = column_out(dst, i1, i2, i3) + rr;
         if (++i1 == N) { /* the next column is in the next matrix of the batch: same weights? */
             i1 = 0;
             if (++i2 == B2) i2 = 0, i3++;
-            if ((const uint8_t *)a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3] != g->w) {
+            if (batch_weights(a, i2, i3, r2, r3) != g->w) {
                 ++*c, g->n++;
                 break;
             }
@@ -318,9 +325,9 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
             const int64_t rend = rr + TILE_ROWS < ir1 ? rr + TILE_ROWS : ir1;
             for (int64_t c = ic0; c < ic1; c++) {
                 int64_t i1 = c % N, i2 = (c / N) % B2, i3 = c / (N * B2);
-                const uint8_t *arow = (const uint8_t *)a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
+                const uint8_t *arow = batch_weights(a, i2, i3, r2, r3);
                 const uint8_t *bv = wdata + (size_t)c * brow;
-                float *out = (float *)((uint8_t *)dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
+                float *out = column_out(dst, i1, i2, i3);
                 for (int64_t r = rr; r < rend; r++) dot(K, &out[r], arow + r * a->nb[1], bv);
             }
         }
