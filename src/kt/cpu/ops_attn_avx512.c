@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "ops_isa.h"
-#include "vexp_avx512.h"
+#include "ops_avx512_inl.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
@@ -76,7 +76,7 @@ void kt_cpu_attn_unit_avx512(int64_t D, int64_t G, int64_t n, const float *q, si
             for (int64_t i = 0; i < nc; i++)
                 _mm512_storeu_ps(kf + c * D + 16 * i, c < m ? f16x16(k + (size_t)idx[j0 + c] * k_stride + 32 * i)
                                                             : _mm512_setzero_ps());
-        const __mmask16 keep = (__mmask16)((1u << m) - 1);
+        const __mmask16 keep = tail_mask(m);
         const __m512 add = _mm512_maskz_loadu_ps(keep, madd + j0);
         for (int64_t g = 0; g < G; g++) {
             const float *qr = (const float *)((const uint8_t *)q + (size_t)g * q_stride);
@@ -108,7 +108,7 @@ void kt_cpu_attn_unit_avx512(int64_t D, int64_t G, int64_t n, const float *q, si
                 a1 = _mm512_add_ps(a1, e1);
             }
             for (; j < c1; j += 16) {
-                const __mmask16 kt = c1 - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (c1 - j)) - 1);
+                const __mmask16 kt = tail_mask(c1 - j);
                 const __m512 e = _mm512_maskz_mov_ps(kt, vexp(_mm512_sub_ps(_mm512_maskz_loadu_ps(kt, sr + j), mx)));
                 _mm512_mask_storeu_ps(pr + j, kt, e);
                 a0 = _mm512_add_ps(a0, e);

@@ -8,11 +8,7 @@
 #include <math.h>
 
 #include "ops_isa.h"
-#include "vexp_avx512.h"
-
-static inline __mmask16 tail_mask(int64_t left) {
-    return left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
-}
+#include "ops_avx512_inl.h"
 
 /* x / (1 + e^-x): -0 for very negative x (e^-x = inf), x for large x */
 static inline __m512 vsilu(__m512 x) {

@@ -1,11 +1,13 @@
 /*
- * vexp_avx512.h - the vector exp of the AVX-512 row kernels (ops_avx512.c) and
- * of the fused attention (ops_attn_avx512.c), for files compiled for AVX-512.
+ * ops_avx512_inl.h - inline helpers of the AVX-512 row kernels (ops_avx512.c) and
+ * of the fused attention (ops_attn_avx512.c), for files compiled for AVX-512: the
+ * vector exp and the mask of a row's last, partial vector.
  */
-#ifndef KT_CPU_VEXP_AVX512_H
-#define KT_CPU_VEXP_AVX512_H
+#ifndef KT_CPU_OPS_AVX512_INL_H
+#define KT_CPU_OPS_AVX512_INL_H
 
 #include <immintrin.h>
+#include <stdint.h>
 
 /*
  * e^x = 2^n * e^r with n = round(x / ln 2) and r = x - n ln 2 (ln 2 split in a
@@ -29,6 +31,11 @@ static inline __m512 vexp(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     return _mm512_scalef_ps(p, n);
+}
+
+/* The lanes of a vector with `left` elements still to go: all 16, the first left, or none. */
+static inline __mmask16 tail_mask(int64_t left) {
+    return left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
 }
 
 #endif
