@@ -51,6 +51,9 @@ size_t kt_dev_count(void);
 struct kt_device *kt_dev_get(size_t i);                   /* NULL if out of range */
 struct kt_device *kt_dev_by_name(const char *name);       /* "CPU", "CUDA0" ... */
 struct kt_device *kt_dev_by_type(enum kt_device_type type);
+/* Why no device of this type is present ("this build has no GPU backend ...",
+ * "no CUDA device: ..."), or NULL when one is. */
+const char *kt_dev_unavailable(enum kt_device_type type);
 
 /* ---- device */
 const char *kt_dev_name(const struct kt_device *dev);

@@ -96,6 +96,16 @@ struct kt_backend {
 
 /* One per backend built in (backend.c's table); each returns its static device. */
 struct kt_device *kt_cpu_device(void);
+#ifdef KT_USE_CUDA
+#ifdef __cplusplus
+extern "C" {
+#endif
+struct kt_device *kt_cuda_device(void); /* NULL without a driver or device */
+const char *kt_cuda_unavailable(void);  /* why kt_cuda_device() is NULL (NULL when it is not) */
+#ifdef __cplusplus
+}
+#endif
+#endif
 
 /* ------------------------------------------------------------------ allocator internals */
 

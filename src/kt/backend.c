@@ -11,31 +11,54 @@
 
 /* ------------------------------------------------------------------ registry */
 
-/* One row per backend built in. A CUDA backend adds `#ifdef KT_USE_CUDA kt_cuda_device, #endif`. */
+/* One row per backend built in; a row returns NULL when its device is absent
+ * (a CUDA build on a machine without a driver or GPU). */
 static struct kt_device *(*const registry[])(void) = {
+#ifdef KT_USE_CUDA
+    kt_cuda_device,
+#endif
     kt_cpu_device,
 };
 #define N_REGISTRY (sizeof registry / sizeof registry[0])
 
-size_t kt_dev_count(void) { return N_REGISTRY; }
-
-struct kt_device *kt_dev_get(size_t i) { return i < N_REGISTRY ? registry[i]() : NULL; }
-
-struct kt_device *kt_dev_by_name(const char *name) {
-    if (!name) return NULL;
-    for (size_t i = 0; i < N_REGISTRY; i++) {
-        struct kt_device *d = registry[i]();
-        if (!strcmp(kt_dev_name(d), name)) return d;
+/* The i-th present device, in registry order. */
+static struct kt_device *present(size_t i) {
+    for (size_t r = 0; r < N_REGISTRY; r++) {
+        struct kt_device *d = registry[r]();
+        if (d && i-- == 0) return d;
     }
     return NULL;
 }
 
-struct kt_device *kt_dev_by_type(enum kt_device_type type) {
-    for (size_t i = 0; i < N_REGISTRY; i++) {
-        struct kt_device *d = registry[i]();
-        if (kt_dev_type(d) == type) return d;
-    }
+size_t kt_dev_count(void) {
+    size_t n = 0;
+    while (present(n)) n++;
+    return n;
+}
+
+struct kt_device *kt_dev_get(size_t i) { return present(i); }
+
+struct kt_device *kt_dev_by_name(const char *name) {
+    if (!name) return NULL;
+    for (size_t i = 0; present(i); i++)
+        if (!strcmp(kt_dev_name(present(i)), name)) return present(i);
     return NULL;
+}
+
+struct kt_device *kt_dev_by_type(enum kt_device_type type) {
+    for (size_t i = 0; present(i); i++)
+        if (kt_dev_type(present(i)) == type) return present(i);
+    return NULL;
+}
+
+const char *kt_dev_unavailable(enum kt_device_type type) {
+    if (kt_dev_by_type(type)) return NULL;
+    if (type != KT_DEVICE_TYPE_GPU) return "no such device";
+#ifdef KT_USE_CUDA
+    return kt_cuda_unavailable();
+#else
+    return "this build has no GPU backend (configure with -DKILN_CUDA=ON)";
+#endif
 }
 
 /* ------------------------------------------------------------------ device */

@@ -1,0 +1,149 @@
+/*
+ * cuda_impl.cuh - what the CUDA backend's files share: a tensor as the
+ * kernels see it (pointer, sizes, byte strides, type), the launchers that
+ * backend_cuda.cu calls per op, and device-side element access for every
+ * weight type the kernels read (the block layouts of src/kt/quant.h).
+ */
+#ifndef KT_CUDA_IMPL_CUH
+#define KT_CUDA_IMPL_CUH
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#define restrict __restrict__
+extern "C" {
+#include "backend-impl.h"
+}
+#undef restrict
+
+/* A tensor by value: what a kernel needs to address any element. */
+struct kt_cu_t {
+    char *data;
+    int64_t ne[4];
+    int64_t nb[4];
+    int type;
+};
+
+static inline kt_cu_t kt_cu_desc(const struct kt_tensor *t) {
+    kt_cu_t d;
+    d.data = (char *)t->data;
+    for (int i = 0; i < 4; i++) {
+        d.ne[i] = t->ne[i];
+        d.nb[i] = (int64_t)t->nb[i];
+    }
+    d.type = (int)t->type;
+    return d;
+}
+
+/* Weight and cache types the kernels dequantize (get_rows, mul_mat, attention). */
+static inline bool kt_cu_type_readable(enum kt_type t) {
+    switch (t) {
+    case KT_TYPE_F32: case KT_TYPE_F16: case KT_TYPE_Q4_0: case KT_TYPE_Q4_1: case KT_TYPE_Q5_0:
+    case KT_TYPE_Q5_1: case KT_TYPE_Q8_0: case KT_TYPE_Q4_K: case KT_TYPE_Q5_K: case KT_TYPE_Q6_K:
+        return true;
+    default:
+        return false;
+    }
+}
+
+__device__ __forceinline__ float kt_cu_h(const uint8_t *p) {
+    __half h;
+    memcpy(&h, p, 2);
+    return __half2float(h);
+}
+
+/* Q4_K/Q5_K: 6-bit scale and min of sub-block j from the 12 packed bytes (quant.h's layout). */
+__device__ __forceinline__ void kt_cu_k4_scale_min(int j, const uint8_t *q, int *sc, int *mn) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *mn = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+        *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* Element k of a row of type `type` starting at row, computed the way the CPU's
+ * to_float computes it (same products in the same order). */
+__device__ __forceinline__ float kt_cu_load(int type, const char *row, int64_t k) {
+    const uint8_t *r = (const uint8_t *)row;
+    switch (type) {
+    case KT_TYPE_F32:
+        return ((const float *)row)[k];
+    case KT_TYPE_F16:
+        return __half2float(((const __half *)row)[k]);
+    case KT_TYPE_Q4_0: {
+        const uint8_t *b = r + (k / 32) * 18;
+        const int j = (int)(k % 32);
+        const int q = j < 16 ? (b[2 + j] & 0xf) : (b[2 + j - 16] >> 4);
+        return (float)(q - 8) * kt_cu_h(b);
+    }
+    case KT_TYPE_Q4_1: {
+        const uint8_t *b = r + (k / 32) * 20;
+        const int j = (int)(k % 32);
+        const int q = j < 16 ? (b[4 + j] & 0xf) : (b[4 + j - 16] >> 4);
+        return (float)q * kt_cu_h(b) + kt_cu_h(b + 2);
+    }
+    case KT_TYPE_Q5_0: {
+        const uint8_t *b = r + (k / 32) * 22;
+        const int j = (int)(k % 32);
+        uint32_t qh;
+        memcpy(&qh, b + 2, 4);
+        const int lo = j < 16 ? (b[6 + j] & 0xf) : (b[6 + j - 16] >> 4);
+        return (float)((lo | (int)(((qh >> j) & 1) << 4)) - 16) * kt_cu_h(b);
+    }
+    case KT_TYPE_Q5_1: {
+        const uint8_t *b = r + (k / 32) * 24;
+        const int j = (int)(k % 32);
+        uint32_t qh;
+        memcpy(&qh, b + 4, 4);
+        const int lo = j < 16 ? (b[8 + j] & 0xf) : (b[8 + j - 16] >> 4);
+        return (float)(lo | (int)(((qh >> j) & 1) << 4)) * kt_cu_h(b) + kt_cu_h(b + 2);
+    }
+    case KT_TYPE_Q8_0: {
+        const uint8_t *b = r + (k / 32) * 34;
+        return (float)(int8_t)b[2 + k % 32] * kt_cu_h(b);
+    }
+    case KT_TYPE_Q4_K:
+    case KT_TYPE_Q5_K: {
+        const bool five = type == KT_TYPE_Q5_K;
+        const uint8_t *b = r + (k / 256) * (five ? 176 : 144);
+        const int e = (int)(k % 256), j = e / 32, l = e % 32;
+        int sc, mn;
+        kt_cu_k4_scale_min(j, b + 4, &sc, &mn);
+        const uint8_t *qs = b + (five ? 48 : 16);
+        int q = (qs[(j / 2) * 32 + l] >> ((j & 1) * 4)) & 0xf;
+        if (five) q += ((b[16 + l] >> j) & 1) * 16;
+        const float dl = kt_cu_h(b) * (float)sc, ml = kt_cu_h(b + 2) * (float)mn;
+        return dl * (float)q - ml;
+    }
+    case KT_TYPE_Q6_K: {
+        const uint8_t *b = r + (k / 256) * 210;
+        const int e = (int)(k % 256), h = e / 128, kk = (e / 32) % 4, l = e % 32;
+        const int lo = (b[64 * h + l + 32 * (kk & 1)] >> (4 * (kk >> 1))) & 0xf;
+        const int hi = (b[128 + 32 * h + l] >> (2 * kk)) & 3;
+        const float ds = kt_cu_h(b + 208) * (float)(int8_t)b[192 + e / 16];
+        return ds * (float)((lo | (hi << 4)) - 32);
+    }
+    default:
+        return 0.0f;
+    }
+}
+
+/* ---- launchers (ops_cuda.cu); each returns after queuing on stream s */
+void kt_cu_binary(cudaStream_t s, int op, kt_cu_t dst, kt_cu_t a, kt_cu_t b);
+void kt_cu_unary(cudaStream_t s, int op, kt_cu_t dst, kt_cu_t a, float p0, float p1);
+void kt_cu_swiglu(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b);
+void kt_cu_norm(cudaStream_t s, bool rms, kt_cu_t dst, kt_cu_t a, float eps);
+void kt_cu_rope(cudaStream_t s, kt_cu_t dst, kt_cu_t a, const int32_t *pos, int64_t pos_stride, const float *ff,
+                const struct kt_rope_params *rp);
+void kt_cu_soft_max(cudaStream_t s, kt_cu_t dst, kt_cu_t a, const kt_cu_t *mask, float scale);
+void kt_cu_get_rows(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t ids);
+void kt_cu_copy(cudaStream_t s, kt_cu_t dst, kt_cu_t a); /* any layout; F32/F16 both ways */
+void kt_cu_mul_mat(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b);
+void kt_cu_attn(cudaStream_t s, kt_cu_t dst, kt_cu_t q, kt_cu_t k, kt_cu_t v, const kt_cu_t *mask,
+                const int32_t *order, float scale);
+void kt_cu_argmax(cudaStream_t s, kt_cu_t dst, kt_cu_t a);
+
+#endif
