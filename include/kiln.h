@@ -149,6 +149,9 @@ struct kiln_model_params {
     void *progress_data;
     bool vocab_only;      /* load metadata and vocabulary only */
     bool no_repack;       /* keep matrix weights as stored (no copy in the CPU kernels' layout) */
+    int32_t n_gpu_layers; /* layers whose weights go to the GPU (the last ones; past n_layer the output
+                             too, so 99 = all); without a GPU the model runs on the CPU and
+                             kiln_model_gpu_note says why */
 };
 struct kiln_model_params kiln_model_default_params(void);
 
@@ -158,6 +161,11 @@ struct kiln_model_params kiln_model_default_params(void);
  * shape, unsupported architecture ... named). */
 struct kiln_model *kiln_model_load(const char *path, struct kiln_model_params params, char *err, size_t errlen);
 void kiln_model_free(struct kiln_model *model);
+/* Where the weights went: "" when no GPU was asked for, else "CUDA0: 22 of 22 layers and the output
+ * (n MiB)" or why the GPU was not used. */
+const char *kiln_model_gpu_note(const struct kiln_model *model);
+/* llama-bench's "backends" field: "CUDA" when weights went to a GPU, else "CPU". */
+const char *kiln_model_backends(const struct kiln_model *model);
 /* The architectures kiln runs (general.architecture values): is name one, and all
  * of them as "llama, qwen2, ..." into buf. */
 bool kiln_arch_supported(const char *name);

@@ -8,6 +8,7 @@
  */
 #include "kiln.h"
 #include "refjson.h"
+#include "kt-backend.h"
 #include "testutil.h"
 
 #include <dirent.h>
@@ -58,6 +59,9 @@ static double margin(const float *x, int64_t n) {
     return x[a] - second;
 }
 
+/* KILN_TEST_NGL=N: the reference checks with N layers on the GPU (ctest's test_runtime_gpu*) */
+static int g_ngl;
+
 static void check_reference(const char *json_name) {
     char path[1024], model_name[256];
     snprintf(path, sizeof path, "%s/reference/%s", shared, json_name);
@@ -69,11 +73,17 @@ static void check_reference(const char *json_name) {
     *strrchr(model_name, '-') = 0;
     snprintf(path, sizeof path, "%s/models/%s.gguf", shared, model_name);
     char err[512];
-    struct kiln_model *m = kiln_model_load(path, kiln_model_default_params(), err, sizeof err);
+    struct kiln_model_params mp = kiln_model_default_params();
+    mp.n_gpu_layers = g_ngl;
+    struct kiln_model *m = kiln_model_load(path, mp, err, sizeof err);
     CHECKF(m != NULL, "%s: %s", path, err);
     if (!m) {
         free(json);
         return;
+    }
+    if (g_ngl) {
+        CHECKF(!strcmp(kiln_model_backends(m), "CUDA"), "%s: -ngl %d: %s", path, g_ngl, kiln_model_gpu_note(m));
+        printf("%s: %s\n", json_name, kiln_model_gpu_note(m));
     }
     const int64_t n_vocab = kiln_model_hparams(m)->n_vocab;
     const bool quantized = strstr(model_name, "f16") == NULL;
@@ -313,6 +323,14 @@ out:
 
 int main(void) {
     shared = tu_shared_or_skip("test_runtime");
+    if (getenv("KILN_TEST_NGL")) {
+        g_ngl = atoi(getenv("KILN_TEST_NGL"));
+        const char *why = kt_dev_unavailable(KT_DEVICE_TYPE_GPU);
+        if (why) {
+            printf("SKIP test_runtime -ngl %d: %s\n", g_ngl, why);
+            return 77;
+        }
+    }
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/reference", shared);
     DIR *d = opendir(dir);
@@ -327,6 +345,10 @@ int main(void) {
         }
     }
     if (d) closedir(d);
+    if (g_ngl) { /* the GPU machine gets a few of the models */
+        CHECK(n_ref >= 4);
+        return tu_finish("test_runtime (GPU)");
+    }
     CHECK(n_ref >= 24);
     check_invariance("kjv-q4_0.gguf");
     check_invariance("kjv-f16.gguf");

@@ -137,10 +137,25 @@ struct kiln_context *kiln_context_new(const struct kiln_model *model, struct kil
         goto fail;
     }
     kt_backend_cpu_set_n_threads(ctx->backend, params.n_threads);
-    if (!kiln_kv_init(&ctx->kv, model, params.n_ctx, params.type_k, params.type_v,
-                      kt_backend_get_default_buffer_type(ctx->backend), err, errlen))
+    /* with layers on the GPU its backend goes first and the CPU takes what it cannot run;
+     * the cache goes to the GPU when every layer does (else attention reads it on the CPU) */
+    struct kt_backend *bes[2] = {ctx->backend, NULL};
+    int n_be = 1;
+    struct kt_buffer_type *kv_buft = kt_backend_get_default_buffer_type(ctx->backend);
+    if (model->gpu) {
+        ctx->gpu = kt_dev_init_backend(model->gpu);
+        if (!ctx->gpu) {
+            snprintf(err, errlen, "cannot start %s: %s", kt_dev_name(model->gpu), kt_last_error());
+            goto fail;
+        }
+        bes[0] = ctx->gpu, bes[1] = ctx->backend, n_be = 2;
+        const bool gpu_kv_type = (params.type_k == KT_TYPE_F16 || params.type_k == KT_TYPE_F32) &&
+                                 (params.type_v == KT_TYPE_F16 || params.type_v == KT_TYPE_F32);
+        if (model->gpu_layer0 == 0 && gpu_kv_type) kv_buft = kt_dev_buffer_type(model->gpu);
+    }
+    if (!kiln_kv_init(&ctx->kv, model, params.n_ctx, params.type_k, params.type_v, kv_buft, err, errlen))
         goto fail;
-    ctx->sched = kt_sched_new(&ctx->backend, 1, ctx->graph_size);
+    ctx->sched = kt_sched_new(bes, n_be, ctx->graph_size);
     if (!ctx->sched) {
         snprintf(err, errlen, "cannot create the scheduler: %s", kt_last_error());
         goto fail;
@@ -164,6 +179,7 @@ void kiln_context_free(struct kiln_context *ctx) {
     if (ctx->sched) kt_sched_free(ctx->sched);
     kiln_kv_free(&ctx->kv);
     if (ctx->backend) kt_backend_free(ctx->backend);
+    if (ctx->gpu) kt_backend_free(ctx->gpu);
     free(ctx->meta_buf);
     free(ctx->logits);
     free(ctx->logits_row);

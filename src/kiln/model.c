@@ -227,7 +227,7 @@ static bool repack(struct kiln_model *m, char *err, size_t errlen) {
         return kiln_errf(err, errlen, "out of memory");
     }
     for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t)) {
-        if (t->view_src) continue;
+        if (t->view_src || (m->gpu_buf && t->buffer == m->gpu_buf)) continue;
         mm[n] = kt_n_dims(t) == 2 && (t != m->tok_embd || m->output == m->tok_embd);
         ts[n++] = t;
         mapped = mapped && gguf_in_mapping(m->gguf, t->data, kt_nbytes(t));
@@ -239,6 +239,65 @@ static bool repack(struct kiln_model *m, char *err, size_t errlen) {
         if (t->view_src) t->data = (uint8_t *)t->view_src->data + t->view_offs;
     return m->repack || kiln_errf(err, errlen, "%s", kt_last_error());
 }
+
+/* ------------------------------------------------------------------ GPU offload */
+
+/* Whether weight t goes to the GPU: layers from gpu_layer0 on, the output when asked, and
+ * rope_freqs (every layer's rope reads it) with any layer. The token embedding stays: only
+ * get_rows reads it, on the CPU, like llama.cpp. */
+static bool on_gpu(const struct kiln_model *m, const struct kt_tensor *t) {
+    int il;
+    if (sscanf(t->name, "blk.%d.", &il) == 1) return il >= m->gpu_layer0;
+    if (t == m->tok_embd) return false;
+    if (t == m->output || t == m->output_norm) return m->gpu_output;
+    return t == m->rope_freqs && m->gpu_layer0 < m->hp.n_layer;
+}
+
+/* The chosen weights out of the mapping into one device buffer, uploaded once. */
+static bool offload(struct kiln_model *m, int32_t ngl, char *err, size_t errlen) {
+    const int64_t L = m->hp.n_layer;
+    m->gpu_layer0 = (int32_t)L;
+    if (ngl <= 0) return true;
+    const char *why = kt_dev_unavailable(KT_DEVICE_TYPE_GPU);
+    if (why) {
+        snprintf(m->gpu_note, sizeof m->gpu_note, "GPU not used (%s); running on the CPU", why);
+        return true;
+    }
+    m->gpu = kt_dev_by_type(KT_DEVICE_TYPE_GPU);
+    m->gpu_layer0 = (int32_t)(ngl >= L ? 0 : L - ngl);
+    m->gpu_output = ngl > L && m->output != m->tok_embd;
+    struct kt_buffer_type *bt = kt_dev_buffer_type(m->gpu);
+    const size_t al = kt_buft_alignment(bt);
+    size_t size = 0;
+    for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t))
+        if (!t->view_src && on_gpu(m, t)) size += (kt_nbytes(t) + al - 1) / al * al;
+    m->gpu_buf = kt_buft_alloc_buffer(bt, size);
+    if (!m->gpu_buf) return kiln_errf(err, errlen, "-ngl %d: %s", (int)ngl, kt_last_error());
+    kt_buffer_set_usage(m->gpu_buf, KT_BUFFER_USAGE_WEIGHTS);
+    uint8_t *base = kt_buffer_base(m->gpu_buf);
+    size_t off = 0;
+    for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t)) {
+        if (t->view_src || !on_gpu(m, t)) continue;
+        const void *host = t->data;
+        const size_t n = kt_nbytes(t);
+        if (!kt_buffer_bind_tensor(m->gpu_buf, t, base + off))
+            return kiln_errf(err, errlen, "-ngl: cannot place '%s': %s", t->name, kt_last_error());
+        kt_tensor_set(t, host, 0, n);
+        off += (n + al - 1) / al * al;
+    }
+    /* views follow their tensor (fused q/k/v, gate/up) */
+    for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t))
+        if (t->view_src && t->view_src->buffer == m->gpu_buf) {
+            t->data = (uint8_t *)t->view_src->data + t->view_offs;
+            t->buffer = m->gpu_buf;
+        }
+    snprintf(m->gpu_note, sizeof m->gpu_note, "%s: %lld of %lld layers%s on the GPU (%zu MiB)", kt_dev_name(m->gpu),
+             (long long)(L - m->gpu_layer0), (long long)L, m->gpu_output ? " and the output" : "", size >> 20);
+    return true;
+}
+
+const char *kiln_model_gpu_note(const struct kiln_model *m) { return m->gpu_note; }
+const char *kiln_model_backends(const struct kiln_model *m) { return m->gpu_buf ? "CUDA" : "CPU"; }
 
 static bool load_tensors(struct kiln_model *m, struct kiln_model_params params, char *err, size_t errlen) {
     const struct kiln_hparams *hp = &m->hp;
@@ -259,6 +318,7 @@ static bool load_tensors(struct kiln_model *m, struct kiln_model_params params, 
     for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t))
         if (kt_n_dims(t) == 1 && t->type != KT_TYPE_F32)
             return kiln_errf(err, errlen, "tensor '%s' is %s; 1-D weights must be f32", t->name, kt_type_name(t->type));
+    if (!offload(m, params.n_gpu_layers, err, errlen)) return false;
     return params.no_repack || repack(m, err, errlen);
 }
 
@@ -328,6 +388,7 @@ void kiln_model_free(struct kiln_model *m) {
     if (!m) return;
     free(m->layers);
     kt_cpu_repack_free(m->repack);
+    if (m->gpu_buf) kt_buffer_free(m->gpu_buf);
     if (m->wbuf) kt_buffer_free(m->wbuf);
     kt_free(m->wctx);
     kiln_vocab_free(m->vocab);

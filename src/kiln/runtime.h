@@ -49,6 +49,12 @@ struct kiln_model {
     struct kiln_layer *layers;    /* n_layer */
     int64_t n_params;
     size_t weight_bytes;
+
+    struct kt_device *gpu;     /* where gpu_buf lives, or NULL (everything on the CPU) */
+    struct kt_buffer *gpu_buf; /* the offloaded weights */
+    int32_t gpu_layer0;        /* first layer on the GPU (n_layer: none) */
+    bool gpu_output;           /* output and output_norm on the GPU */
+    char gpu_note[192];
 };
 
 /* What a graph builder gets for one batch. */
@@ -158,7 +164,8 @@ struct kiln_context {
     struct kiln_context_params params;
     struct kiln_kv_cache kv;
 
-    struct kt_backend *backend;
+    struct kt_backend *backend; /* the CPU */
+    struct kt_backend *gpu;     /* the model's GPU, or NULL */
     struct kt_sched *sched;
     uint8_t *meta_buf;       /* graph metadata arena, reused every decode */
     size_t meta_size;

@@ -159,7 +159,8 @@ static void print_samples(const double *ns, int reps, int n, bool ts) {
 }
 
 static void print_results(enum output out, const struct result *res, int n_res, int reps, const char *path,
-                          const char *desc, size_t msize, int64_t n_params, int n_batch, const char *test_time) {
+                          const char *desc, const char *backends, size_t msize, int64_t n_params, int n_batch,
+                          const char *test_time) {
     if (out == OUT_MD) {
         printf("| model | size | params | backend | threads | test | t/s |\n");
         printf("| --- | ---: | ---: | --- | ---: | --- | ---: |\n");
@@ -168,8 +169,8 @@ static void print_results(enum output out, const struct result *res, int n_res, 
             const struct result *r = &res[i];
             int len = snprintf(test, sizeof test, "%s%d", r->n_prompt ? "pp" : "tg", r->n_prompt ? r->n_prompt : r->n_gen);
             if (r->n_depth) snprintf(test + len, sizeof test - (size_t)len, " @ d%d", r->n_depth);
-            printf("| %s | %.2f MiB | %.2f M | CPU | %d | %s | %.2f ± %.2f |\n", desc, (double)msize / 1048576.0,
-                   (double)n_params / 1e6, r->n_threads, test, r->avg_ts, r->sd_ts);
+            printf("| %s | %.2f MiB | %.2f M | %s | %d | %s | %.2f ± %.2f |\n", desc, (double)msize / 1048576.0,
+                   (double)n_params / 1e6, backends, r->n_threads, test, r->avg_ts, r->sd_ts);
         }
         printf("\n");
         for (int i = 0; i < n_res; i++) {
@@ -199,8 +200,8 @@ static void print_results(enum output out, const struct result *res, int n_res, 
         tool_json_str(stdout, path, strlen(path));
         printf(", \"model_type\": ");
         tool_json_str(stdout, desc, strlen(desc));
-        printf(", \"model_size\": %zu, \"model_n_params\": %lld, \"backends\": \"CPU\", \"cpu_info\": ", msize,
-               (long long)n_params);
+        printf(", \"model_size\": %zu, \"model_n_params\": %lld, \"backends\": \"%s\", \"cpu_info\": ", msize,
+               (long long)n_params, backends);
         const char *feat = kt_cpu_features();
         tool_json_str(stdout, feat, strlen(feat));
         printf(", \"n_batch\": %d, \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
@@ -363,7 +364,7 @@ int cmd_bench(int argc, char **argv) {
     kiln_model_desc(ma.model, desc, sizeof desc);
     const time_t now = time(NULL);
     strftime(test_time, sizeof test_time, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    print_results(out, res, n_res, reps, ma.model_path, desc, kiln_model_size(ma.model), kiln_model_n_params(ma.model),
+    print_results(out, res, n_res, reps, ma.model_path, desc, kiln_model_backends(ma.model), kiln_model_size(ma.model), kiln_model_n_params(ma.model),
                   n_batch, test_time);
     rc = EXIT_OK;
 done:

@@ -34,6 +34,9 @@ int model_args_parse(struct model_args *a, const char *cmd, int argc, char **arg
     } else if (!strcmp(opt, "-t") || !strcmp(opt, "--threads")) {
         if (!(v = tool_arg_value(cmd, argc, argv, i)) || !tool_parse_int(cmd, opt, v, 1, 512, &a->n_threads))
             return -1;
+    } else if (!strcmp(opt, "-ngl") || !strcmp(opt, "--n-gpu-layers") || !strcmp(opt, "--gpu-layers")) {
+        if (!(v = tool_arg_value(cmd, argc, argv, i)) || !tool_parse_int(cmd, opt, v, 0, 1 << 20, &a->n_gpu_layers))
+            return -1;
     } else if (!strcmp(opt, "-c") || !strcmp(opt, "--ctx-size")) {
         int n;
         if (!(v = tool_arg_value(cmd, argc, argv, i)) || !tool_parse_int(cmd, opt, v, 0, 1 << 24, &n)) return -1;
@@ -56,6 +59,7 @@ int model_args_parse(struct model_args *a, const char *cmd, int argc, char **arg
 const char *model_args_help(void) {
     return "  -m, --model FILE        GGUF model (required)\n"
            "  -t, --threads N         threads (default 2)\n"
+           "  -ngl, --n-gpu-layers N  layers on the GPU (99: all; needs a CUDA build and a GPU)\n"
            "  -c, --ctx-size N        context size (default: the model's, at most 4096 here)\n"
            "  -b, --batch-size N      most tokens per decode (default 512)\n"
            "  -ctk, -ctv TYPE         KV cache types: f16 (default), f32, bf16, q8_0\n";
@@ -68,6 +72,7 @@ bool model_args_load(struct model_args *a, const char *cmd, uint32_t min_ctx) {
     struct kiln_model_params mp = kiln_model_default_params();
     mp.progress = tool_progress_fn;
     mp.progress_data = &bar;
+    mp.n_gpu_layers = a->n_gpu_layers;
     tool_legacy_note(cmd, a->model_path);
     a->model = kiln_model_load(a->model_path, mp, err, sizeof err);
     tool_progress_done(&bar);
@@ -75,6 +80,7 @@ bool model_args_load(struct model_args *a, const char *cmd, uint32_t min_ctx) {
         fprintf(stderr, "kiln %s: %s\n", cmd, err);
         return false;
     }
+    if (kiln_model_gpu_note(a->model)[0]) fprintf(stderr, "kiln %s: %s\n", cmd, kiln_model_gpu_note(a->model));
     const struct kiln_hparams *hp = kiln_model_hparams(a->model);
     if (a->cparams.n_ctx == 0) {
         int64_t n = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;

@@ -8,6 +8,7 @@
 struct model_args {
     const char *model_path;
     int n_threads;
+    int n_gpu_layers; /* -ngl */
     struct kiln_context_params cparams;
     struct kiln_model *model;
     struct kiln_context *ctx;
