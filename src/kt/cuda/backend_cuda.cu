@@ -138,9 +138,50 @@ static const struct kt_buffer_type_i cu_buft_i = {cu_buft_name, cu_buft_alloc, c
 
 /* ------------------------------------------------------------------ backend */
 
+/* A backend's scratch memory (F16 operands for cuBLAS, attention splits): grows to
+ * the largest need seen and is then reused, so steady decoding allocates nothing. */
+struct cu_backend {
+    void *scratch;
+    size_t scratch_size;
+    /* KILN_CUDA_PROFILE=1: each node timed alone (events around it, then a wait), summed
+     * per op and printed when the backend is freed */
+    bool profile;
+    cudaEvent_t ev[2];
+    double op_ms[KT_OP_COUNT];
+    long op_n[KT_OP_COUNT];
+};
+
 static const char *cu_backend_name(const struct kt_backend *b) { return cu_of(b->device)->name; }
 
-static void cu_backend_free(struct kt_backend *b) { free(b); }
+static void cu_backend_free(struct kt_backend *b) {
+    struct cu_backend *c = (struct cu_backend *)b->context;
+    if (c->profile) {
+        double total = 0.0;
+        for (int i = 0; i < KT_OP_COUNT; i++) total += c->op_ms[i];
+        fprintf(stderr, "CUDA profile (each node alone): %.1f ms in all\n", total);
+        for (int i = 0; i < KT_OP_COUNT; i++)
+            if (c->op_n[i])
+                fprintf(stderr, "  %-10s %8ld nodes %10.2f ms %5.1f%%\n", kt_op_name((enum kt_op)i), c->op_n[i],
+                        c->op_ms[i], 100.0 * c->op_ms[i] / total);
+        cudaEventDestroy(c->ev[0]);
+        cudaEventDestroy(c->ev[1]);
+    }
+    if (c->scratch) cudaFree(c->scratch);
+    free(c);
+    free(b);
+}
+
+static void *scratch(struct cu_backend *c, cudaStream_t s, size_t need) {
+    if (need <= c->scratch_size) return c->scratch;
+    const size_t size = (need + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+    cudaStreamSynchronize(s);
+    if (c->scratch) cudaFree(c->scratch);
+    c->scratch = NULL;
+    c->scratch_size = 0;
+    if (!cu_ok(cudaMalloc(&c->scratch, size), "scratch memory")) return NULL;
+    c->scratch_size = size;
+    return c->scratch;
+}
 
 static bool f32(const struct kt_tensor *t) { return t && t->type == KT_TYPE_F32; }
 
@@ -191,7 +232,7 @@ static bool cu_supports_buft(const struct kt_backend *b, const struct kt_buffer_
     return buft == &cu_of(b->device)->buft;
 }
 
-static enum kt_status cu_compute_node(cudaStream_t s, struct kt_tensor *t) {
+static enum kt_status cu_compute_node(struct cu_backend *c, cudaStream_t s, struct kt_tensor *t) {
     struct kt_tensor *a = t->src[0], *b = t->src[1];
     const kt_cu_t d = kt_cu_desc(t);
     switch (t->op) {
@@ -234,13 +275,22 @@ static enum kt_status cu_compute_node(cudaStream_t s, struct kt_tensor *t) {
     case KT_OP_CPY:
         kt_cu_copy(s, kt_cu_desc(b), kt_cu_desc(a));
         break;
-    case KT_OP_MUL_MAT:
-        kt_cu_mul_mat(s, d, kt_cu_desc(a), kt_cu_desc(b));
+    case KT_OP_MUL_MAT: {
+        const kt_cu_t da = kt_cu_desc(a), db = kt_cu_desc(b);
+        const size_t need = kt_cu_mul_mat_scratch(d, da, db);
+        void *sp = need ? scratch(c, s, need) : NULL;
+        if (need && !sp) return KT_STATUS_FAILED;
+        kt_cu_mul_mat(s, d, da, db, sp);
         break;
+    }
     case KT_OP_ATTN: {
+        const kt_cu_t dq = kt_cu_desc(a), dk = kt_cu_desc(b);
         kt_cu_t m = t->src[3] ? kt_cu_desc(t->src[3]) : d;
-        kt_cu_attn(s, d, kt_cu_desc(a), kt_cu_desc(b), kt_cu_desc(t->src[2]), t->src[3] ? &m : NULL,
-                   t->src[4] ? (const int32_t *)t->src[4]->data : NULL, kt_get_op_param_f32(t, 0));
+        const size_t need = kt_cu_attn_scratch(dq, dk);
+        void *sp = need ? scratch(c, s, need) : NULL;
+        if (need && !sp) return KT_STATUS_FAILED;
+        kt_cu_attn(s, d, dq, dk, kt_cu_desc(t->src[2]), t->src[3] ? &m : NULL,
+                   t->src[4] ? (const int32_t *)t->src[4]->data : NULL, kt_get_op_param_f32(t, 0), sp);
         break;
     }
     default:
@@ -261,8 +311,18 @@ static enum kt_status cu_graph_compute(struct kt_backend *b, struct kt_cgraph *g
     for (int i = 0; i < gf->n_nodes; i++) {
         struct kt_tensor *t = gf->nodes[i];
         if (t->op == KT_OP_NONE || kt_is_view_op(t->op) || kt_nelements(t) == 0) continue;
-        enum kt_status st = cu_compute_node(dev->stream, t);
+        struct cu_backend *c = (struct cu_backend *)b->context;
+        if (c->profile) cudaEventRecord(c->ev[0], dev->stream);
+        enum kt_status st = cu_compute_node(c, dev->stream, t);
         if (st != KT_STATUS_SUCCESS) return st;
+        if (c->profile) {
+            float ms = 0.0f;
+            cudaEventRecord(c->ev[1], dev->stream);
+            cudaEventSynchronize(c->ev[1]);
+            cudaEventElapsedTime(&ms, c->ev[0], c->ev[1]);
+            c->op_ms[t->op] += ms;
+            c->op_n[t->op]++;
+        }
     }
     return cu_ok(cudaStreamSynchronize(dev->stream), "graph compute") ? KT_STATUS_SUCCESS : KT_STATUS_FAILED;
 }
@@ -288,12 +348,19 @@ static struct kt_buffer_type *cu_dev_buft(struct kt_device *d) { return &cu_of(d
 
 static struct kt_backend *cu_dev_init_backend(struct kt_device *d) {
     struct kt_backend *b = (struct kt_backend *)calloc(1, sizeof *b);
-    if (!b) {
+    struct cu_backend *c = (struct cu_backend *)calloc(1, sizeof *c);
+    if (!b || !c) {
+        free(b);
+        free(c);
         kt_set_error("%s: out of host memory", cu_of(d)->name);
         return NULL;
     }
     b->iface = cu_backend_i;
     b->device = d;
+    b->context = c;
+    const char *prof = getenv("KILN_CUDA_PROFILE");
+    c->profile = prof && prof[0] && strcmp(prof, "0") && cudaEventCreate(&c->ev[0]) == cudaSuccess &&
+                 cudaEventCreate(&c->ev[1]) == cudaSuccess;
     return b;
 }
 
@@ -319,8 +386,9 @@ extern "C" struct kt_device *kt_cuda_device(void) {
     }
     g_dev.id = 0;
     snprintf(g_dev.name, sizeof g_dev.name, "CUDA0");
-    snprintf(g_dev.desc, sizeof g_dev.desc, "%s (compute %d.%d, %d SMs, %zu MiB)", p.name, p.major, p.minor,
-             p.multiProcessorCount, p.totalGlobalMem >> 20);
+    snprintf(g_dev.desc, sizeof g_dev.desc, "%s (compute %d.%d, %d SMs, %zu MiB; prompts: %s)", p.name, p.major,
+             p.minor, p.multiProcessorCount, p.totalGlobalMem >> 20,
+             kt_cu_cublas() ? "cuBLAS, F16 operands" : "kiln's F32 tiles (no cuBLAS)");
     g_dev.dev.iface = cu_device_i;
     g_dev.dev.context = &g_dev;
     g_dev.buft.iface = cu_buft_i;

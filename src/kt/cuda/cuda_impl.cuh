@@ -141,9 +141,14 @@ void kt_cu_rope(cudaStream_t s, kt_cu_t dst, kt_cu_t a, const int32_t *pos, int6
 void kt_cu_soft_max(cudaStream_t s, kt_cu_t dst, kt_cu_t a, const kt_cu_t *mask, float scale);
 void kt_cu_get_rows(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t ids);
 void kt_cu_copy(cudaStream_t s, kt_cu_t dst, kt_cu_t a); /* any layout; F32/F16 both ways */
-void kt_cu_mul_mat(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b);
+/* whether prompts' products go through cuBLAS (libcublas opened, KILN_CUDA_NO_CUBLAS unset) */
+bool kt_cu_cublas(void);
+/* scratch: device memory of at least kt_cu_*_scratch() bytes (NULL when that is 0) */
+size_t kt_cu_mul_mat_scratch(const kt_cu_t &dst, const kt_cu_t &a, const kt_cu_t &b);
+void kt_cu_mul_mat(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b, void *scratch);
+size_t kt_cu_attn_scratch(const kt_cu_t &q, const kt_cu_t &k);
 void kt_cu_attn(cudaStream_t s, kt_cu_t dst, kt_cu_t q, kt_cu_t k, kt_cu_t v, const kt_cu_t *mask,
-                const int32_t *order, float scale);
+                const int32_t *order, float scale, void *scratch);
 void kt_cu_argmax(cudaStream_t s, kt_cu_t dst, kt_cu_t a);
 
 #endif

@@ -8,7 +8,11 @@
  */
 #include "cuda_impl.cuh"
 
+#include <cublas_api.h>
+#include <dlfcn.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #define WARP 32
 
@@ -290,17 +294,95 @@ void kt_cu_copy(cudaStream_t s, kt_cu_t dst, kt_cu_t a) {
 
 /* ------------------------------------------------------------------ mul_mat */
 
-/* Decoding (few columns): one warp per weight row and (i2, i3); each lane takes
- * 32-element chunks of the row (one legacy block, or one sub-block of a K-quant
- * super-block) and dots them with up to NC columns at once. */
+/* Decoding (few columns): one warp per weight row and (i2, i3), over the row's
+ * 32-element chunks (one legacy block, or a sub-block of a K-quant super-block);
+ * each weight is dequantized once into registers and dotted with up to MV_COLS
+ * columns. */
 #define MV_COLS 8
 
+/* The 32 weights of chunk ch of a row, as the CPU's to_float makes them. */
+template <int T>
+__device__ __forceinline__ void deq32(const char *row, int64_t ch, float *w) {
+    if (T == KT_TYPE_Q4_0) {
+        const uint8_t *b = (const uint8_t *)row + ch * 18;
+        const float d = kt_cu_h(b);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const uint16_t q2 = *(const uint16_t *)(b + 2 + 2 * j);
+            w[2 * j] = (float)((q2 & 0xf) - 8) * d;
+            w[2 * j + 1] = (float)(((q2 >> 8) & 0xf) - 8) * d;
+            w[2 * j + 16] = (float)(((q2 >> 4) & 0xf) - 8) * d;
+            w[2 * j + 17] = (float)((q2 >> 12) - 8) * d;
+        }
+    } else if (T == KT_TYPE_Q8_0) {
+        const uint8_t *b = (const uint8_t *)row + ch * 34;
+        const float d = kt_cu_h(b);
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const uint16_t q2 = *(const uint16_t *)(b + 2 + 2 * j);
+            w[2 * j] = (float)(int8_t)(q2 & 0xff) * d;
+            w[2 * j + 1] = (float)(int8_t)(q2 >> 8) * d;
+        }
+    } else if (T == KT_TYPE_F16) {
+        const __half2 *h = (const __half2 *)(row + ch * 64);
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const float2 f = __half22float2(h[j]);
+            w[2 * j] = f.x;
+            w[2 * j + 1] = f.y;
+        }
+    } else if (T == KT_TYPE_F32) {
+        const float4 *f = (const float4 *)(row + ch * 128);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const float4 v = f[j];
+            w[4 * j] = v.x, w[4 * j + 1] = v.y, w[4 * j + 2] = v.z, w[4 * j + 3] = v.w;
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < 32; j++) w[j] = kt_cu_load(T, row, ch * 32 + j);
+    }
+}
+
+/* Weights 4*sub .. 4*sub+3 of chunk ch (sub 0..7), as deq32 makes them. */
+template <int T>
+__device__ __forceinline__ void deq4(const char *row, int64_t ch, int sub, float *w) {
+    if (T == KT_TYPE_Q4_0) {
+        const uint8_t *b = (const uint8_t *)row + ch * 18;
+        const float d = kt_cu_h(b);
+        const uint16_t *q = (const uint16_t *)(b + 2 + 4 * (sub & 3));
+        const uint32_t v = (uint32_t)q[0] | (uint32_t)q[1] << 16;
+        const int sh = sub >= 4 ? 4 : 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) w[i] = (float)((int)((v >> (8 * i + sh)) & 0xf) - 8) * d;
+    } else if (T == KT_TYPE_Q8_0) {
+        const uint8_t *b = (const uint8_t *)row + ch * 34;
+        const float d = kt_cu_h(b);
+        const uint16_t *q = (const uint16_t *)(b + 2 + 4 * sub);
+        const uint32_t v = (uint32_t)q[0] | (uint32_t)q[1] << 16;
+#pragma unroll
+        for (int i = 0; i < 4; i++) w[i] = (float)(int8_t)(v >> (8 * i)) * d;
+    } else if (T == KT_TYPE_F16) {
+        const __half2 *h = (const __half2 *)(row + ch * 64 + 8 * sub);
+        const float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]);
+        w[0] = f0.x, w[1] = f0.y, w[2] = f1.x, w[3] = f1.y;
+    } else if (T == KT_TYPE_F32) {
+        const float4 v = *(const float4 *)(row + ch * 128 + 16 * sub);
+        w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; i++) w[i] = kt_cu_load(T, row, ch * 32 + 4 * sub + i);
+    }
+}
+
+/* Eight lanes per chunk (lane = 8 * chunk-in-step + sub), four chunks per warp step:
+ * the weights' blocks and the activations are read in whole consecutive lines. */
 template <int T>
 __global__ void k_mul_mat_vec(kt_cu_t d, kt_cu_t a, kt_cu_t b) {
-    const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / WARP;
-    const int lane = threadIdx.x % WARP;
-    const int64_t M = a.ne[1], K = a.ne[0];
-    const int64_t m = w % M, i23 = w / M, i2 = i23 % b.ne[2], i3 = i23 / b.ne[2];
+    const int64_t wi = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / WARP;
+    const int lane = threadIdx.x % WARP, sub = lane % 8;
+    const int64_t M = a.ne[1], n_ch = a.ne[0] / 32;
+    const int64_t m = wi % M, i23 = wi / M, i2 = i23 % b.ne[2], i3 = i23 / b.ne[2];
     if (i3 >= b.ne[3]) return;
     const char *row = a.data + off4(a, 0, m, i2 / (b.ne[2] / a.ne[2]), i3 / (b.ne[3] / a.ne[3]));
     const int64_t N = b.ne[1];
@@ -309,13 +391,15 @@ __global__ void k_mul_mat_vec(kt_cu_t d, kt_cu_t a, kt_cu_t b) {
         float acc[MV_COLS];
 #pragma unroll
         for (int c = 0; c < MV_COLS; c++) acc[c] = 0.0f;
-        for (int64_t k0 = (int64_t)lane * 32; k0 < K; k0 += 32 * WARP) {
-            const int kn = (int)(K - k0 < 32 ? K - k0 : 32);
-            for (int j = 0; j < kn; j++) {
-                const float wv = kt_cu_load(T, row, k0 + j);
+#pragma unroll 4
+        for (int64_t ch = lane / 8; ch < n_ch; ch += WARP / 8) {
+            float w[4];
+            deq4<T>(row, ch, sub, w);
 #pragma unroll
-                for (int c = 0; c < MV_COLS; c++)
-                    if (c < nc) acc[c] += wv * *(const float *)(b.data + off4(b, k0 + j, n0 + c, i2, i3));
+            for (int c = 0; c < MV_COLS; c++) {
+                if (c >= nc) break;
+                const float4 v = *((const float4 *)(b.data + off4(b, 0, n0 + c, i2, i3)) + ch * 8 + sub);
+                acc[c] += w[0] * v.x + w[1] * v.y + w[2] * v.z + w[3] * v.w;
             }
         }
 #pragma unroll
@@ -323,6 +407,25 @@ __global__ void k_mul_mat_vec(kt_cu_t d, kt_cu_t a, kt_cu_t b) {
             const float v = warp_sum(acc[c]);
             if (lane == 0 && c < nc) *(float *)(d.data + off4(d, m, n0 + c, i2, i3)) = v;
         }
+    }
+}
+
+/* Any shape: each lane takes single elements (rows not a whole number of chunks, or
+ * activations that are not 16-byte aligned rows). */
+template <int T>
+__global__ void k_mul_mat_vec_any(kt_cu_t d, kt_cu_t a, kt_cu_t b) {
+    const int64_t wi = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / WARP;
+    const int lane = threadIdx.x % WARP;
+    const int64_t M = a.ne[1], K = a.ne[0];
+    const int64_t m = wi % M, i23 = wi / M, i2 = i23 % b.ne[2], i3 = i23 / b.ne[2];
+    if (i3 >= b.ne[3]) return;
+    const char *row = a.data + off4(a, 0, m, i2 / (b.ne[2] / a.ne[2]), i3 / (b.ne[3] / a.ne[3]));
+    for (int64_t n = 0; n < b.ne[1]; n++) {
+        float acc = 0.0f;
+        for (int64_t k = lane; k < K; k += WARP)
+            acc += kt_cu_load(T, row, k) * *(const float *)(b.data + off4(b, k, n, i2, i3));
+        acc = warp_sum(acc);
+        if (lane == 0) *(float *)(d.data + off4(d, m, n, i2, i3)) = acc;
     }
 }
 
@@ -386,116 +489,251 @@ __global__ void k_mul_mat_tile(kt_cu_t d, kt_cu_t a, kt_cu_t b) {
         }
 }
 
+/* Prompts through cuBLAS's tensor cores when libcublas can be opened: the weights
+ * dequantized to F16 and the activations rounded to F16 in scratch memory, products
+ * summed in F32. (dlopen: a CUDA build needs no cuBLAS where no GPU is used.) */
+typedef cublasStatus_t (*cublas_create_fn)(cublasHandle_t *);
+typedef cublasStatus_t (*cublas_stream_fn)(cublasHandle_t, cudaStream_t);
+typedef cublasStatus_t (*cublas_gemm_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                         const void *, const void *, cudaDataType, int, const void *, cudaDataType,
+                                         int, const void *, void *, cudaDataType, int, cublasComputeType_t,
+                                         cublasGemmAlgo_t);
+static struct {
+    bool tried;
+    cublasHandle_t h;
+    cublas_stream_fn set_stream;
+    cublas_gemm_fn gemm;
+} g_blas;
+
+static bool blas_ready(void) {
+    if (g_blas.tried) return g_blas.gemm != NULL;
+    g_blas.tried = true;
+    if (getenv("KILN_CUDA_NO_CUBLAS")) return false;
+    /* the loader's path, then the toolkit's own folder */
+    static const char *const names[] = {"libcublas.so.13", "libcublas.so", "/usr/local/cuda/lib64/libcublas.so.13"};
+    void *lib = NULL;
+    for (size_t i = 0; !lib && i < sizeof names / sizeof names[0]; i++) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    const char *home = getenv("CUDA_HOME");
+    if (!lib && home) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/lib64/libcublas.so.13", home);
+        lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (!lib) return false;
+    cublas_create_fn create = (cublas_create_fn)dlsym(lib, "cublasCreate_v2");
+    g_blas.set_stream = (cublas_stream_fn)dlsym(lib, "cublasSetStream_v2");
+    cublas_gemm_fn gemm = (cublas_gemm_fn)dlsym(lib, "cublasGemmEx");
+    if (!create || !g_blas.set_stream || !gemm || create(&g_blas.h) != CUBLAS_STATUS_SUCCESS) return false;
+    g_blas.gemm = gemm;
+    return true;
+}
+
+bool kt_cu_cublas(void) { return blas_ready(); }
+
+/* Rows of a (any readable type) to F16, row after row: out[m * K + k]; a thread per
+ * 32-element chunk (rows a whole number of chunks, as quantized rows are), else per element. */
 template <int T>
-static void mul_mat_t(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b) {
-    const int64_t M = a.ne[1], N = b.ne[1], B23 = b.ne[2] * b.ne[3];
+__global__ void k_to_f16(__half *out, kt_cu_t a, int64_t n_ch) {
+    const int64_t ch = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, m = blockIdx.y;
+    if (ch >= n_ch) return;
+    const char *row = a.data + m * a.nb[1];
+    __half2 *o = (__half2 *)(out + m * a.ne[0] + ch * 32);
+    float w[32];
+    deq32<T>(row, ch, w);
+#pragma unroll
+    for (int j = 0; j < 16; j++) o[j] = __floats2half2_rn(w[2 * j], w[2 * j + 1]);
+}
+
+template <int T>
+__global__ void k_to_f16_any(__half *out, kt_cu_t a, int64_t n) {
+    const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= n) return;
+    const int64_t k = e % a.ne[0], m = e / a.ne[0];
+    out[e] = __float2half_rn(kt_cu_load(T, a.data + m * a.nb[1], k));
+}
+
+/* deq32's loads need: F32 rows 16-byte aligned, F16 4-byte, Q4_0/Q8_0 2-byte. */
+template <int T>
+static bool chunk_aligned(const kt_cu_t &a) {
+    const int64_t al = T == KT_TYPE_F32 ? 16 : T == KT_TYPE_F16 ? 4 : (T == KT_TYPE_Q4_0 || T == KT_TYPE_Q8_0) ? 2 : 1;
+    return a.ne[0] % 32 == 0 && a.nb[1] % al == 0 && (uintptr_t)a.data % al == 0;
+}
+
+template <int T>
+static void to_f16(cudaStream_t s, __half *out, const kt_cu_t &a, int64_t rows) {
+    if (chunk_aligned<T>(a) && rows < 65536)
+        k_to_f16<T><<<dim3(grid_for(a.ne[0] / 32, 128), (unsigned)rows), 128, 0, s>>>(out, a, a.ne[0] / 32);
+    else
+        k_to_f16_any<T><<<grid_for(a.ne[0] * rows, 256), 256, 0, s>>>(out, a, a.ne[0] * rows);
+}
+
+static bool use_blas(const kt_cu_t &dst, const kt_cu_t &a, const kt_cu_t &b) {
+    return b.ne[1] > 2 * MV_COLS && a.ne[2] * a.ne[3] == 1 && b.ne[2] * b.ne[3] == 1 &&
+           b.nb[0] == 4 && dst.nb[0] == 4 && dst.nb[1] == 4 * dst.ne[0] && a.ne[0] < INT32_MAX &&
+           a.ne[1] < INT32_MAX && b.ne[1] < INT32_MAX && blas_ready();
+}
+
+size_t kt_cu_mul_mat_scratch(const kt_cu_t &dst, const kt_cu_t &a, const kt_cu_t &b) {
+    if (!use_blas(dst, a, b)) return 0;
+    return ((size_t)a.ne[0] * (size_t)a.ne[1] + (size_t)b.ne[0] * (size_t)b.ne[1]) * sizeof(__half) + 256;
+}
+
+template <int T>
+static void mul_mat_t(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b, void *scratch) {
+    const int64_t M = a.ne[1], N = b.ne[1], K = a.ne[0], B23 = b.ne[2] * b.ne[3];
     if (N <= 2 * MV_COLS) {
         const int64_t warps = M * B23;
-        k_mul_mat_vec<T><<<grid_for(warps * WARP, 256), 256, 0, s>>>(dst, a, b);
+        const bool chunks = chunk_aligned<T>(a) && a.nb[2] % 16 == 0 && a.nb[3] % 16 == 0 && b.nb[0] == 4 &&
+                            b.nb[1] % 16 == 0 && b.nb[2] % 16 == 0 && b.nb[3] % 16 == 0 && (uintptr_t)b.data % 16 == 0;
+        if (chunks)
+            k_mul_mat_vec<T><<<grid_for(warps * WARP, 128), 128, 0, s>>>(dst, a, b);
+        else
+            k_mul_mat_vec_any<T><<<grid_for(warps * WARP, 128), 128, 0, s>>>(dst, a, b);
+    } else if (scratch) {
+        __half *wa = (__half *)scratch, *xb = wa + ((K * M + 127) & ~(int64_t)127);
+        to_f16<T>(s, wa, a, M);
+        to_f16<KT_TYPE_F32>(s, xb, b, N);
+        const float one = 1.0f, zero = 0.0f;
+        g_blas.set_stream(g_blas.h, s);
+        g_blas.gemm(g_blas.h, CUBLAS_OP_T, CUBLAS_OP_N, (int)M, (int)N, (int)K, &one, wa, CUDA_R_16F, (int)K, xb,
+                    CUDA_R_16F, (int)K, &zero, dst.data, CUDA_R_32F, (int)M, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     } else {
         dim3 grid((unsigned)((M + TM - 1) / TM), (unsigned)((N + TN - 1) / TN), (unsigned)B23);
         k_mul_mat_tile<T><<<grid, 256, 0, s>>>(dst, a, b);
     }
 }
 
-void kt_cu_mul_mat(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b) {
+void kt_cu_mul_mat(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b, void *scratch) {
     if (!nelem(dst)) return;
     switch (a.type) {
-    case KT_TYPE_F32: mul_mat_t<KT_TYPE_F32>(s, dst, a, b); break;
-    case KT_TYPE_F16: mul_mat_t<KT_TYPE_F16>(s, dst, a, b); break;
-    case KT_TYPE_Q4_0: mul_mat_t<KT_TYPE_Q4_0>(s, dst, a, b); break;
-    case KT_TYPE_Q4_1: mul_mat_t<KT_TYPE_Q4_1>(s, dst, a, b); break;
-    case KT_TYPE_Q5_0: mul_mat_t<KT_TYPE_Q5_0>(s, dst, a, b); break;
-    case KT_TYPE_Q5_1: mul_mat_t<KT_TYPE_Q5_1>(s, dst, a, b); break;
-    case KT_TYPE_Q8_0: mul_mat_t<KT_TYPE_Q8_0>(s, dst, a, b); break;
-    case KT_TYPE_Q4_K: mul_mat_t<KT_TYPE_Q4_K>(s, dst, a, b); break;
-    case KT_TYPE_Q5_K: mul_mat_t<KT_TYPE_Q5_K>(s, dst, a, b); break;
-    case KT_TYPE_Q6_K: mul_mat_t<KT_TYPE_Q6_K>(s, dst, a, b); break;
+    case KT_TYPE_F32: mul_mat_t<KT_TYPE_F32>(s, dst, a, b, scratch); break;
+    case KT_TYPE_F16: mul_mat_t<KT_TYPE_F16>(s, dst, a, b, scratch); break;
+    case KT_TYPE_Q4_0: mul_mat_t<KT_TYPE_Q4_0>(s, dst, a, b, scratch); break;
+    case KT_TYPE_Q4_1: mul_mat_t<KT_TYPE_Q4_1>(s, dst, a, b, scratch); break;
+    case KT_TYPE_Q5_0: mul_mat_t<KT_TYPE_Q5_0>(s, dst, a, b, scratch); break;
+    case KT_TYPE_Q5_1: mul_mat_t<KT_TYPE_Q5_1>(s, dst, a, b, scratch); break;
+    case KT_TYPE_Q8_0: mul_mat_t<KT_TYPE_Q8_0>(s, dst, a, b, scratch); break;
+    case KT_TYPE_Q4_K: mul_mat_t<KT_TYPE_Q4_K>(s, dst, a, b, scratch); break;
+    case KT_TYPE_Q5_K: mul_mat_t<KT_TYPE_Q5_K>(s, dst, a, b, scratch); break;
+    case KT_TYPE_Q6_K: mul_mat_t<KT_TYPE_Q6_K>(s, dst, a, b, scratch); break;
     default: break; /* supports_op refuses the rest */
     }
 }
 
 /* ------------------------------------------------------------------ attention */
 
-/* One block per (query head, token), ATT_THREADS threads: the listed cells in
- * chunks of ATT_CHUNK; a warp per cell makes its score (lanes across D), then
- * the chunk's maximum rescales the running sum and output (online softmax), and
- * the threads, one per output element, add the chunk's v rows in list order. */
-#define ATT_THREADS 128
-#define ATT_CHUNK 64
+/* Grid (query head x token, split): a block takes list positions [s*L, (s+1)*L) of
+ * its split; each of its warps takes every ATT_WARPS-th of those cells with its own
+ * online softmax (running max, sum and output, lanes across D): a score is one
+ * warp dot product, and the k and v rows are read by the whole warp at once. The
+ * warps' states are merged in shared memory; with one split the block writes the
+ * output, else its merged state goes to scratch and k_attn_merge combines the
+ * splits. Masked (-inf) and out-of-range cells add nothing. */
+#define ATT_WARPS 8
 #define ATT_DMAX 256
+#define ATT_PER_LANE (ATT_DMAX / WARP)
 
-__global__ void k_attn(kt_cu_t d, kt_cu_t q, kt_cu_t k, kt_cu_t v, kt_cu_t m, bool has_mask, const int32_t *order,
-                       float scale) {
+__global__ void __launch_bounds__(ATT_WARPS * WARP)
+    k_attn(kt_cu_t d, kt_cu_t q, kt_cu_t k, kt_cu_t v, kt_cu_t m, bool has_mask, const int32_t *order, float scale,
+           int64_t L, float *part) {
     __shared__ float qs[ATT_DMAX];
-    __shared__ float sc[ATT_CHUNK];
-    __shared__ int idx[ATT_CHUNK];
+    __shared__ float wm[ATT_WARPS], wl[ATT_WARPS];
+    __shared__ float wo[ATT_WARPS][ATT_DMAX];
     const int64_t D = q.ne[0], H = q.ne[1], n_kv = k.ne[1], G = H / k.ne[2];
     const int64_t h = blockIdx.x % H, t = blockIdx.x / H, kh = h / G;
-    const int lane = threadIdx.x % WARP, w = threadIdx.x / WARP, nw = ATT_THREADS / WARP;
-    for (int64_t i = threadIdx.x; i < D; i += ATT_THREADS) qs[i] = *(const float *)(q.data + off4(q, i, h, t, 0));
+    const int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
+    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) qs[i] = *(const float *)(q.data + off4(q, i, h, t, 0));
+    __syncthreads();
     const char *mrow = has_mask ? m.data + t * m.nb[1] : NULL;
     const char *kb = k.data + kh * k.nb[2], *vb = v.data + kh * v.nb[2];
-    float o[ATT_DMAX / ATT_THREADS] = {};
-    float run_max = -INFINITY, run_sum = 0.0f;
-    __syncthreads();
-    for (int64_t j0 = 0; j0 < n_kv; j0 += ATT_CHUNK) {
-        const int nch = (int)(n_kv - j0 < ATT_CHUNK ? n_kv - j0 : ATT_CHUNK);
-        for (int c = w; c < nch; c += nw) {
-            const int64_t i = order ? order[j0 + c] : j0 + c;
-            float madd = 0.0f;
-            bool live = i >= 0 && i < n_kv;
-            if (live && mrow) {
-                madd = *(const float *)(mrow + i * m.nb[0]);
-                live = madd != -INFINITY;
-            }
-            float s = -INFINITY;
-            if (live) {
-                const char *kr = kb + i * k.nb[1];
-                float dot = 0.0f;
-                for (int64_t e = lane; e < D; e += WARP) dot += qs[e] * kt_cu_load(k.type, kr, e);
-                s = warp_sum(dot) * scale + madd;
-            }
-            if (lane == 0) {
-                sc[c] = s;
-                idx[c] = live ? (int)i : -1;
-            }
-        }
-        __syncthreads();
-        float cmax = -INFINITY;
-        for (int c = 0; c < nch; c++) cmax = fmaxf(cmax, sc[c]);
-        const float new_max = fmaxf(run_max, cmax);
-        if (new_max != -INFINITY) {
-            const float r = run_max == -INFINITY ? 0.0f : expf(run_max - new_max);
-            run_sum *= r;
+    float qr[ATT_PER_LANE], o[ATT_PER_LANE];
 #pragma unroll
-            for (int u = 0; u < ATT_DMAX / ATT_THREADS; u++) o[u] *= r;
-            for (int c = 0; c < nch; c++) {
-                if (idx[c] < 0) continue;
-                const float p = expf(sc[c] - new_max);
-                run_sum += p;
-                const char *vr = vb + (int64_t)idx[c] * v.nb[1];
-#pragma unroll
-                for (int u = 0; u < ATT_DMAX / ATT_THREADS; u++) {
-                    const int64_t e = threadIdx.x + u * ATT_THREADS;
-                    if (e < D) o[u] += p * kt_cu_load(v.type, vr, e);
-                }
-            }
-            run_max = new_max;
-        }
-        __syncthreads();
+    for (int u = 0; u < ATT_PER_LANE; u++) {
+        qr[u] = lane + u * WARP < D ? qs[lane + u * WARP] : 0.0f;
+        o[u] = 0.0f;
     }
-    const float inv = run_sum > 0.0f ? 1.0f / run_sum : 0.0f;
+    float run_max = -INFINITY, run_sum = 0.0f;
+    const int64_t j1 = (blockIdx.y + 1) * L < n_kv ? (blockIdx.y + 1) * L : n_kv;
+    for (int64_t j = blockIdx.y * L + w; j < j1; j += ATT_WARPS) {
+        const int64_t i = order ? order[j] : j;
+        if (i < 0 || i >= n_kv) continue;
+        const float madd = mrow ? *(const float *)(mrow + i * m.nb[0]) : 0.0f;
+        if (madd == -INFINITY) continue;
+        const char *kr = kb + i * k.nb[1], *vr = vb + i * v.nb[1];
+        float dot = 0.0f;
 #pragma unroll
-    for (int u = 0; u < ATT_DMAX / ATT_THREADS; u++) {
-        const int64_t e = threadIdx.x + u * ATT_THREADS;
-        if (e < D) *(float *)(d.data + off4(d, e, h, t, 0)) = o[u] * inv;
+        for (int u = 0; u < ATT_PER_LANE; u++)
+            if (lane + u * WARP < D) dot += qr[u] * kt_cu_load(k.type, kr, lane + u * WARP);
+        const float sc = warp_sum(dot) * scale + madd;
+        const float nm = fmaxf(run_max, sc);
+        const float r = expf(run_max - nm), p = expf(sc - nm);
+        run_sum = run_sum * r + p;
+#pragma unroll
+        for (int u = 0; u < ATT_PER_LANE; u++)
+            if (lane + u * WARP < D) o[u] = o[u] * r + p * kt_cu_load(v.type, vr, lane + u * WARP);
+        run_max = nm;
+    }
+    if (lane == 0) wm[w] = run_max, wl[w] = run_sum;
+#pragma unroll
+    for (int u = 0; u < ATT_PER_LANE; u++)
+        if (lane + u * WARP < D) wo[w][lane + u * WARP] = o[u];
+    __syncthreads();
+    float M = -INFINITY;
+    for (int x = 0; x < ATT_WARPS; x++) M = fmaxf(M, wm[x]);
+    float l = 0.0f;
+    for (int x = 0; x < ATT_WARPS; x++) l += wm[x] == -INFINITY ? 0.0f : wl[x] * expf(wm[x] - M);
+    const bool split = gridDim.y > 1;
+    float *pp = split ? part + ((int64_t)blockIdx.x * gridDim.y + blockIdx.y) * (D + 2) : NULL;
+    for (int64_t e = threadIdx.x; e < D; e += blockDim.x) {
+        float acc = 0.0f;
+        for (int x = 0; x < ATT_WARPS; x++)
+            if (wm[x] != -INFINITY) acc += wo[x][e] * expf(wm[x] - M);
+        if (split)
+            pp[2 + e] = acc;
+        else
+            *(float *)(d.data + off4(d, e, h, t, 0)) = l > 0.0f ? acc / l : 0.0f;
+    }
+    if (split && threadIdx.x == 0) pp[0] = M, pp[1] = l;
+}
+
+__global__ void k_attn_merge(kt_cu_t d, const float *part, int n_split) {
+    const int64_t D = d.ne[0], H = d.ne[1], h = blockIdx.x % H, t = blockIdx.x / H;
+    const float *p = part + (int64_t)blockIdx.x * n_split * (D + 2);
+    float M = -INFINITY;
+    for (int x = 0; x < n_split; x++) M = fmaxf(M, p[x * (D + 2)]);
+    float l = 0.0f;
+    for (int x = 0; x < n_split; x++)
+        if (p[x * (D + 2)] != -INFINITY) l += p[x * (D + 2) + 1] * expf(p[x * (D + 2)] - M);
+    for (int64_t e = threadIdx.x; e < D; e += blockDim.x) {
+        float acc = 0.0f;
+        for (int x = 0; x < n_split; x++)
+            if (p[x * (D + 2)] != -INFINITY) acc += p[x * (D + 2) + 2 + e] * expf(p[x * (D + 2)] - M);
+        *(float *)(d.data + off4(d, e, h, t, 0)) = l > 0.0f ? acc / l : 0.0f;
     }
 }
 
+/* Splits: enough blocks to fill the GPU (about 4 per SM of 132) but at least 64 cells each. */
+static int attn_splits(const kt_cu_t &q, const kt_cu_t &k) {
+    const int64_t units = q.ne[1] * q.ne[2], n_kv = k.ne[1];
+    int64_t sp = (528 + units - 1) / units;
+    const int64_t most = (n_kv + 63) / 64;
+    if (sp > most) sp = most;
+    return sp < 1 ? 1 : (int)sp;
+}
+
+size_t kt_cu_attn_scratch(const kt_cu_t &q, const kt_cu_t &k) {
+    const int sp = attn_splits(q, k);
+    return sp > 1 ? (size_t)q.ne[1] * (size_t)q.ne[2] * (size_t)sp * (size_t)(q.ne[0] + 2) * sizeof(float) : 0;
+}
+
 void kt_cu_attn(cudaStream_t s, kt_cu_t dst, kt_cu_t q, kt_cu_t k, kt_cu_t v, const kt_cu_t *mask,
-                const int32_t *order, float scale) {
-    const int64_t blocks = q.ne[1] * q.ne[2];
+                const int32_t *order, float scale, void *scratch) {
+    const int64_t units = q.ne[1] * q.ne[2];
+    if (!units) return;
+    const int sp = scratch ? attn_splits(q, k) : 1;
+    const int64_t L = (k.ne[1] + sp - 1) / sp;
     kt_cu_t m = mask ? *mask : q;
-    if (blocks) k_attn<<<(unsigned)blocks, ATT_THREADS, 0, s>>>(dst, q, k, v, m, mask != NULL, order, scale);
+    k_attn<<<dim3((unsigned)units, (unsigned)sp), ATT_WARPS * WARP, 0, s>>>(dst, q, k, v, m, mask != NULL, order,
+                                                                           scale, L > 0 ? L : 1, (float *)scratch);
+    if (sp > 1) k_attn_merge<<<(unsigned)units, 128, 0, s>>>(dst, (const float *)scratch, sp);
 }
