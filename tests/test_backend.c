@@ -121,12 +121,8 @@ static void fill(struct kt_tensor *t, uint64_t seed) {
     long long bound;
     if (t->type == KT_TYPE_I32 && sscanf(t->name, "ids%lld", &bound) == 1) {
         for (int64_t i = 0; i < n; i++) ((int32_t *)raw)[i] = (int32_t)(tu_rand_u64(&s) % (uint64_t)bound);
-    } else if (t->type == KT_TYPE_F32) {
-        memcpy(raw, v, bytes);
-    } else if (t->type == KT_TYPE_F16) {
-        for (int64_t i = 0; i < n; i++) ((kt_fp16_t *)raw)[i] = kt_fp32_to_fp16(v[i]);
     } else {
-        kt_quantize_chunk(t->type, v, raw, kt_nrows(t), t->ne[0], NULL);
+        tu_encode(t->type, v, raw, kt_nrows(t), t->ne[0]);
     }
     kt_tensor_set(t, raw, 0, bytes);
     free(raw);

@@ -160,16 +160,12 @@ static void fill(struct kt_tensor *t, uint64_t seed) {
         const enum kt_type q = (enum kt_type)qt;
         const size_t rb = kt_row_size(q, t->ne[0]);
         void *qb = malloc(rb * (size_t)kt_nrows(t));
-        kt_quantize_chunk(q, v, qb, kt_nrows(t), t->ne[0], NULL);
+        tu_encode(q, v, qb, kt_nrows(t), t->ne[0]);
         for (int64_t r = 0; r < kt_nrows(t); r++)
             kt_get_type_traits(q)->to_float((const char *)qb + r * rb, (float *)raw + r * t->ne[0], t->ne[0]);
         free(qb);
-    } else if (t->type == KT_TYPE_F32) {
-        memcpy(raw, v, bytes);
-    } else if (t->type == KT_TYPE_F16) {
-        for (int64_t i = 0; i < n; i++) ((kt_fp16_t *)raw)[i] = kt_fp32_to_fp16(v[i]);
     } else {
-        kt_quantize_chunk(t->type, v, raw, kt_nrows(t), t->ne[0], NULL);
+        tu_encode(t->type, v, raw, kt_nrows(t), t->ne[0]);
     }
     kt_tensor_set(t, raw, 0, bytes);
     free(raw);

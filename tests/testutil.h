@@ -114,4 +114,18 @@ static inline float tu_rand_f(uint64_t *s) { /* uniform [-1, 1) */
     return (float)((tu_rand_u64(s) >> 40) * (2.0 / 16777216.0) - 1.0);
 }
 
+#ifdef KT_H
+/* rows x ne0 floats as a tensor of type `type` stores them: F32 as they are, F16
+ * rounded, anything else through kt's reference quantizer. (Tests that include
+ * kt.h before this file.) */
+static inline void tu_encode(enum kt_type type, const float *v, void *raw, int64_t rows, int64_t ne0) {
+    if (type == KT_TYPE_F32)
+        memcpy(raw, v, (size_t)(rows * ne0) * sizeof(float));
+    else if (type == KT_TYPE_F16)
+        for (int64_t i = 0; i < rows * ne0; i++) ((kt_fp16_t *)raw)[i] = kt_fp32_to_fp16(v[i]);
+    else
+        kt_quantize_chunk(type, v, raw, rows, ne0, NULL);
+}
+#endif
+
 #endif
