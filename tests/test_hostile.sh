@@ -227,11 +227,17 @@ check "detokenize IDS -m M: text" test -s "$tmp/out"
 
 # ---- hostile flags: empty, huge, negative, NaN, non-numeric values are usage errors
 for f in "-n ''" "-n 1e3" "-n 99999999999" "-t 0" "-t -1" "-c -1" "-b 0" "--temp nan" "--temp inf" "--temp -1" \
-         "--top-p nan" "--min-p ''" "--seed -1" "--repeat-last-n x" "-ctk ''"; do
+         "--top-p nan" "--min-p ''" "--seed -1" "--repeat-last-n x" "-ctk ''" "-ngl -1" "-ngl x" "-ngl ''"; do
   check "run $f" exit_is 2 bash -c "exec \"$kiln\" run -m \"$M\" -p hi $f"
   check "run $f: names the value" err_has "invalid value"
 done
 check "bench -r 0" exit_is 2 "$kiln" bench -m "$M" -r 0
+# -ngl where no GPU can be used: says why, runs on the CPU, same text as without it
+check "run -ngl 99 without a GPU" exit_is 0 "$kiln" run -m "$M" -p "In the beginning" -n 8 --temp 0 -ngl 99
+check "run -ngl 99 without a GPU: says why" err_has "GPU not used ("
+cp "$tmp/out" "$tmp/ngl.out"
+check "run without -ngl" exit_is 0 "$kiln" run -m "$M" -p "In the beginning" -n 8 --temp 0
+check "run -ngl 99 without a GPU: same text" cmp -s "$tmp/out" "$tmp/ngl.out"
 check "perplexity --chunks -1" exit_is 2 "$kiln" perplexity -m "$M" -f "$tmp/text.txt" --chunks -1
 check "quantize -t nan" exit_is 2 "$kiln" quantize -t nan "$M" "$tmp/x.gguf" Q8_0
 check "synth --seed ''" exit_is 2 "$kiln" synth --preset tiny --seed '' -o "$tmp/x.gguf"
