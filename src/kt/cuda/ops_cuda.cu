@@ -1,10 +1,12 @@
 /*
  * ops_cuda.cu - the CUDA backend's kernels: element-wise ops over any
  * layout, row reductions (rms_norm, norm, soft_max, argmax), rope, get_rows,
- * copies that convert (into an F16 cache), mul_mat (one warp per
- * weight row for decoding, shared-memory tiles for prompts; weights read in
- * their own block format) and fused attention (online softmax over the
- * cells, in the order the op lists them). Each launcher queues on a stream.
+ * copies that convert (into an F16 cache), mul_mat (one warp per weight row
+ * for decoding, weights read in their own block format; for prompts cuBLAS
+ * over F16 copies of both operands, or kiln's own F32 shared-memory tiles
+ * without cuBLAS) and fused attention (an online softmax per warp over the
+ * cells in the order the op lists them, split across blocks when the batch is
+ * small). Each launcher queues on a stream.
  */
 #include "cuda_impl.cuh"
 
