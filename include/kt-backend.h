@@ -88,6 +88,11 @@ bool kt_buffer_bind_tensor(struct kt_buffer *buf, struct kt_tensor *t, void *add
 
 /* Allocate every tensor of a no_alloc context (views excluded) in one new buffer; NULL on failure. */
 struct kt_buffer *kt_backend_alloc_ctx_tensors(struct kt_context *ctx, struct kt_buffer_type *buft);
+/* Move the tensors of ctx that select() accepts (views excluded) into one new buffer of buft,
+ * each copied from where it was (a mapping, another buffer); their views follow. Weights to a
+ * GPU, say. NULL on failure. */
+struct kt_buffer *kt_backend_move_ctx_tensors(struct kt_context *ctx, struct kt_buffer_type *buft,
+                                              bool (*select)(const struct kt_tensor *t, void *data), void *data);
 
 /* ---- tensor data (works for any buffer; offset/size in bytes within the tensor) */
 void kt_tensor_set(struct kt_tensor *t, const void *data, size_t offset, size_t size);

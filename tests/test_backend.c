@@ -322,6 +322,43 @@ static void test_copy(void) {
     kt_backend_free(dev);
 }
 
+static bool named_w(const struct kt_tensor *t, void *data) { return t->name[0] == *(const char *)data; }
+
+/* tensors bound over caller memory (a mapping), some moved into an isolated buffer: their
+ * bytes come along, their views follow, the rest stay where they were */
+static void test_move(void) {
+    struct kt_backend *dev = kt_backend_cpu_init();
+    kt_backend_cpu_set_op_filter(dev, no_ops, NULL);
+    struct kt_buffer_type *dbt = kt_backend_get_default_buffer_type(dev);
+    float map[3][40];
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 40; i++) map[r][i] = (float)(100 * r + i);
+    struct kt_buffer *hb = kt_buffer_from_host_ptr(map, sizeof map);
+    struct kt_context *ctx = kt_init((struct kt_init_params){.mem_size = 1 << 16, .no_alloc = true});
+    struct kt_tensor *t[3];
+    for (int r = 0; r < 3; r++) {
+        t[r] = kt_format_name(kt_new_tensor_2d(ctx, KT_TYPE_F32, 8, 5), "%c%d", r == 1 ? 'k' : 'w', r);
+        CHECK(kt_buffer_bind_tensor(hb, t[r], map[r]));
+    }
+    struct kt_tensor *view = kt_view_2d(ctx, t[2], 8, 2, t[2]->nb[1], 3 * t[2]->nb[1]);
+    struct kt_buffer *mb = kt_backend_move_ctx_tensors(ctx, dbt, named_w, "w");
+    CHECK(mb && !kt_buffer_is_host(mb) && kt_buffer_size(mb) >= 2 * sizeof map[0]);
+    CHECK(t[0]->buffer == mb && t[2]->buffer == mb && t[1]->buffer == hb && t[1]->data == map[1]);
+    CHECK(view->buffer == mb && view->data == (uint8_t *)t[2]->data + 3 * t[2]->nb[1]);
+    memset(map, 0, sizeof map[0]); /* the moved bytes no longer depend on the mapping */
+    float got[40];
+    kt_tensor_get(t[0], got, 0, sizeof got);
+    CHECK(got[0] == 0.0f && got[39] == 39.0f);
+    kt_tensor_get(t[2], got, 0, sizeof got);
+    CHECK(got[0] == 200.0f && got[39] == 239.0f);
+    kt_tensor_get(view, got, 0, 16 * sizeof(float));
+    CHECK(got[0] == 224.0f && got[15] == 239.0f);
+    kt_buffer_free(mb);
+    kt_buffer_free(hb);
+    kt_free(ctx);
+    kt_backend_free(dev);
+}
+
 /* ------------------------------------------------------------------ compute */
 
 static int abort_calls;
@@ -390,6 +427,7 @@ int main(void) {
     test_registry();
     test_buffers();
     test_copy();
+    test_move();
 
     struct kt_backend *be = kt_backend_cpu_init();
     CHECK(be != NULL);

@@ -245,7 +245,8 @@ static bool repack(struct kiln_model *m, char *err, size_t errlen) {
 /* Whether weight t goes to the GPU: layers from gpu_layer0 on, the output when asked, and
  * rope_freqs (every layer's rope reads it) with any layer. The token embedding stays: only
  * get_rows reads it, on the CPU, like llama.cpp. */
-static bool on_gpu(const struct kiln_model *m, const struct kt_tensor *t) {
+static bool on_gpu(const struct kt_tensor *t, void *data) {
+    const struct kiln_model *m = data;
     int il;
     if (sscanf(t->name, "blk.%d.", &il) == 1) return il >= m->gpu_layer0;
     if (t == m->tok_embd) return false;
@@ -266,33 +267,12 @@ static bool offload(struct kiln_model *m, int32_t ngl, char *err, size_t errlen)
     m->gpu = kt_dev_by_type(KT_DEVICE_TYPE_GPU);
     m->gpu_layer0 = (int32_t)(ngl >= L ? 0 : L - ngl);
     m->gpu_output = ngl > L && m->output != m->tok_embd;
-    struct kt_buffer_type *bt = kt_dev_buffer_type(m->gpu);
-    const size_t al = kt_buft_alignment(bt);
-    size_t size = 0;
-    for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t))
-        if (!t->view_src && on_gpu(m, t)) size += (kt_nbytes(t) + al - 1) / al * al;
-    m->gpu_buf = kt_buft_alloc_buffer(bt, size);
+    m->gpu_buf = kt_backend_move_ctx_tensors(m->wctx, kt_dev_buffer_type(m->gpu), on_gpu, m);
     if (!m->gpu_buf) return kiln_errf(err, errlen, "-ngl %d: %s", (int)ngl, kt_last_error());
     kt_buffer_set_usage(m->gpu_buf, KT_BUFFER_USAGE_WEIGHTS);
-    uint8_t *base = kt_buffer_base(m->gpu_buf);
-    size_t off = 0;
-    for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t)) {
-        if (t->view_src || !on_gpu(m, t)) continue;
-        const void *host = t->data;
-        const size_t n = kt_nbytes(t);
-        if (!kt_buffer_bind_tensor(m->gpu_buf, t, base + off))
-            return kiln_errf(err, errlen, "-ngl: cannot place '%s': %s", t->name, kt_last_error());
-        kt_tensor_set(t, host, 0, n);
-        off += (n + al - 1) / al * al;
-    }
-    /* views follow their tensor (fused q/k/v, gate/up) */
-    for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t))
-        if (t->view_src && t->view_src->buffer == m->gpu_buf) {
-            t->data = (uint8_t *)t->view_src->data + t->view_offs;
-            t->buffer = m->gpu_buf;
-        }
     snprintf(m->gpu_note, sizeof m->gpu_note, "%s: %lld of %lld layers%s on the GPU (%zu MiB)", kt_dev_name(m->gpu),
-             (long long)(L - m->gpu_layer0), (long long)L, m->gpu_output ? " and the output" : "", size >> 20);
+             (long long)(L - m->gpu_layer0), (long long)L, m->gpu_output ? " and the output" : "",
+             kt_buffer_size(m->gpu_buf) >> 20);
     return true;
 }
 

@@ -198,10 +198,21 @@ bool kt_buffer_bind_tensor(struct kt_buffer *buf, struct kt_tensor *t, void *add
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-struct kt_buffer *kt_backend_alloc_ctx_tensors(struct kt_context *ctx, struct kt_buffer_type *buft) {
+/* One new buffer of buft for the roots of ctx that select() accepts (NULL: those without
+ * memory). A root that had memory (a host mapping, another buffer) is copied from there;
+ * views follow their source into the buffer, and views made before their source had
+ * memory follow it now. */
+typedef bool (*kt_select_fn)(const struct kt_tensor *t, void *data);
+
+static bool chosen(const struct kt_tensor *t, kt_select_fn select, void *data) {
+    return !t->view_src && (select ? select(t, data) : !t->data);
+}
+
+static struct kt_buffer *place_ctx_tensors(struct kt_context *ctx, struct kt_buffer_type *buft, kt_select_fn select,
+                                           void *data) {
     size_t align = kt_buft_alignment(buft), total = 0;
     for (struct kt_tensor *t = kt_get_first_tensor(ctx); t; t = kt_get_next_tensor(ctx, t)) {
-        if (t->view_src || t->data) continue;
+        if (!chosen(t, select, data)) continue;
         size_t sz = align_up(kt_buft_alloc_size(buft, t), align);
         if (sz > SIZE_MAX - total) {
             kt_set_error("kt_backend_alloc_ctx_tensors: sizes overflow");
@@ -213,21 +224,32 @@ struct kt_buffer *kt_backend_alloc_ctx_tensors(struct kt_context *ctx, struct kt
     if (!buf) return NULL;
     struct kt_tallocr ta = kt_tallocr_new(buf);
     for (struct kt_tensor *t = kt_get_first_tensor(ctx); t; t = kt_get_next_tensor(ctx, t)) {
-        if (t->view_src || t->data) continue;
-        if (!kt_tallocr_alloc(&ta, t)) {
+        if (!chosen(t, select, data)) continue;
+        struct kt_tensor was = *t; /* where its bytes are now, if anywhere */
+        t->data = NULL;
+        t->buffer = NULL;
+        if (!kt_tallocr_alloc(&ta, t) || (was.data && !kt_tensor_copy(&was, t))) {
             kt_buffer_free(buf);
             return NULL;
         }
     }
-    /* views made before their source had memory follow it now */
     for (struct kt_tensor *t = kt_get_first_tensor(ctx); t; t = kt_get_next_tensor(ctx, t)) {
-        if (t->view_src && !t->data && t->view_src->data) {
+        if (t->view_src && ((!t->data && t->view_src->data) || t->view_src->buffer == buf)) {
             t->data = (uint8_t *)t->view_src->data + t->view_offs;
             t->buffer = t->view_src->buffer;
             if (t->buffer && t->buffer->iface.init_tensor) t->buffer->iface.init_tensor(t->buffer, t);
         }
     }
     return buf;
+}
+
+struct kt_buffer *kt_backend_alloc_ctx_tensors(struct kt_context *ctx, struct kt_buffer_type *buft) {
+    return place_ctx_tensors(ctx, buft, NULL, NULL);
+}
+
+struct kt_buffer *kt_backend_move_ctx_tensors(struct kt_context *ctx, struct kt_buffer_type *buft, kt_select_fn select,
+                                              void *data) {
+    return place_ctx_tensors(ctx, buft, select, data);
 }
 
 /* ------------------------------------------------------------------ tensor data */
