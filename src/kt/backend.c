@@ -40,14 +40,16 @@ struct kt_device *kt_dev_get(size_t i) { return present(i); }
 
 struct kt_device *kt_dev_by_name(const char *name) {
     if (!name) return NULL;
-    for (size_t i = 0; present(i); i++)
-        if (!strcmp(kt_dev_name(present(i)), name)) return present(i);
+    struct kt_device *d;
+    for (size_t i = 0; (d = present(i)) != NULL; i++)
+        if (!strcmp(kt_dev_name(d), name)) return d;
     return NULL;
 }
 
 struct kt_device *kt_dev_by_type(enum kt_device_type type) {
-    for (size_t i = 0; present(i); i++)
-        if (kt_dev_type(present(i)) == type) return present(i);
+    struct kt_device *d;
+    for (size_t i = 0; (d = present(i)) != NULL; i++)
+        if (kt_dev_type(d) == type) return d;
     return NULL;
 }
 

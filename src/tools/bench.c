@@ -364,8 +364,8 @@ int cmd_bench(int argc, char **argv) {
     kiln_model_desc(ma.model, desc, sizeof desc);
     const time_t now = time(NULL);
     strftime(test_time, sizeof test_time, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    print_results(out, res, n_res, reps, ma.model_path, desc, kiln_model_backends(ma.model), kiln_model_size(ma.model), kiln_model_n_params(ma.model),
-                  n_batch, test_time);
+    print_results(out, res, n_res, reps, ma.model_path, desc, kiln_model_backends(ma.model), kiln_model_size(ma.model),
+                  kiln_model_n_params(ma.model), n_batch, test_time);
     rc = EXIT_OK;
 done:
     kiln_batch_free(&batch);
