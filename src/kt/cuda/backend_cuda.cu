@@ -56,22 +56,24 @@ static void *cu_buf_base(const struct kt_buffer *buf) { return ((struct cu_buffe
 
 static cudaStream_t buf_stream(const struct kt_buffer *buf) { return ((struct cu_buffer *)buf->context)->dev->stream; }
 
+/* Queued work on buf's stream, then waited for: set/get/copy return with the bytes in place. */
+static bool wait_for(const struct kt_buffer *buf, cudaError_t queued, const char *what) {
+    const bool ok = cu_ok(queued, what);
+    return cu_ok(cudaStreamSynchronize(buf_stream(buf)), what) && ok;
+}
+
 static void cu_buf_set(struct kt_buffer *buf, struct kt_tensor *t, const void *data, size_t offset, size_t size) {
-    cudaStream_t s = buf_stream(buf);
-    cu_ok(cudaMemcpyAsync((char *)t->data + offset, data, size, cudaMemcpyHostToDevice, s), "set tensor");
-    cu_ok(cudaStreamSynchronize(s), "set tensor");
+    wait_for(buf, cudaMemcpyAsync((char *)t->data + offset, data, size, cudaMemcpyHostToDevice, buf_stream(buf)),
+             "set tensor");
 }
 
 static void cu_buf_get(struct kt_buffer *buf, const struct kt_tensor *t, void *data, size_t offset, size_t size) {
-    cudaStream_t s = buf_stream(buf);
-    cu_ok(cudaMemcpyAsync(data, (const char *)t->data + offset, size, cudaMemcpyDeviceToHost, s), "get tensor");
-    cu_ok(cudaStreamSynchronize(s), "get tensor");
+    wait_for(buf, cudaMemcpyAsync(data, (const char *)t->data + offset, size, cudaMemcpyDeviceToHost, buf_stream(buf)),
+             "get tensor");
 }
 
 static void cu_buf_memset(struct kt_buffer *buf, struct kt_tensor *t, uint8_t value, size_t offset, size_t size) {
-    cudaStream_t s = buf_stream(buf);
-    cu_ok(cudaMemsetAsync((char *)t->data + offset, value, size, s), "memset tensor");
-    cu_ok(cudaStreamSynchronize(s), "memset tensor");
+    wait_for(buf, cudaMemsetAsync((char *)t->data + offset, value, size, buf_stream(buf)), "memset tensor");
 }
 
 static bool is_cuda_buffer(const struct kt_buffer *b);
@@ -81,17 +83,14 @@ static bool cu_buf_cpy(struct kt_buffer *buf, const struct kt_tensor *src, struc
     if (!kt_is_contiguous(src) || !kt_is_contiguous(dst)) return false;
     const bool from_dev = src->buffer && is_cuda_buffer(src->buffer);
     if (!from_dev && src->buffer && !kt_buffer_is_host(src->buffer)) return false;
-    cudaStream_t s = buf_stream(buf);
-    bool ok = cu_ok(cudaMemcpyAsync(dst->data, src->data, kt_nbytes(src),
-                                    from_dev ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice, s),
+    return wait_for(buf,
+                    cudaMemcpyAsync(dst->data, src->data, kt_nbytes(src),
+                                    from_dev ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice, buf_stream(buf)),
                     "copy tensor");
-    return cu_ok(cudaStreamSynchronize(s), "copy tensor") && ok;
 }
 
 static void cu_buf_clear(struct kt_buffer *buf, uint8_t value) {
-    cudaStream_t s = buf_stream(buf);
-    cu_ok(cudaMemsetAsync(cu_buf_base(buf), value, buf->size, s), "clear buffer");
-    cu_ok(cudaStreamSynchronize(s), "clear buffer");
+    wait_for(buf, cudaMemsetAsync(cu_buf_base(buf), value, buf->size, buf_stream(buf)), "clear buffer");
 }
 
 static const struct kt_buffer_i cu_buffer_i = {

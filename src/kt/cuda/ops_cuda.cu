@@ -302,51 +302,7 @@ void kt_cu_copy(cudaStream_t s, kt_cu_t dst, kt_cu_t a) {
  * columns. */
 #define MV_COLS 8
 
-/* The 32 weights of chunk ch of a row, as the CPU's to_float makes them. */
-template <int T>
-__device__ __forceinline__ void deq32(const char *row, int64_t ch, float *w) {
-    if (T == KT_TYPE_Q4_0) {
-        const uint8_t *b = (const uint8_t *)row + ch * 18;
-        const float d = kt_cu_h(b);
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const uint16_t q2 = *(const uint16_t *)(b + 2 + 2 * j);
-            w[2 * j] = (float)((q2 & 0xf) - 8) * d;
-            w[2 * j + 1] = (float)(((q2 >> 8) & 0xf) - 8) * d;
-            w[2 * j + 16] = (float)(((q2 >> 4) & 0xf) - 8) * d;
-            w[2 * j + 17] = (float)((q2 >> 12) - 8) * d;
-        }
-    } else if (T == KT_TYPE_Q8_0) {
-        const uint8_t *b = (const uint8_t *)row + ch * 34;
-        const float d = kt_cu_h(b);
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const uint16_t q2 = *(const uint16_t *)(b + 2 + 2 * j);
-            w[2 * j] = (float)(int8_t)(q2 & 0xff) * d;
-            w[2 * j + 1] = (float)(int8_t)(q2 >> 8) * d;
-        }
-    } else if (T == KT_TYPE_F16) {
-        const __half2 *h = (const __half2 *)(row + ch * 64);
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const float2 f = __half22float2(h[j]);
-            w[2 * j] = f.x;
-            w[2 * j + 1] = f.y;
-        }
-    } else if (T == KT_TYPE_F32) {
-        const float4 *f = (const float4 *)(row + ch * 128);
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const float4 v = f[j];
-            w[4 * j] = v.x, w[4 * j + 1] = v.y, w[4 * j + 2] = v.z, w[4 * j + 3] = v.w;
-        }
-    } else {
-#pragma unroll
-        for (int j = 0; j < 32; j++) w[j] = kt_cu_load(T, row, ch * 32 + j);
-    }
-}
-
-/* Weights 4*sub .. 4*sub+3 of chunk ch (sub 0..7), as deq32 makes them. */
+/* Weights 4*sub .. 4*sub+3 of chunk ch (sub 0..7), as the CPU's to_float makes them. */
 template <int T>
 __device__ __forceinline__ void deq4(const char *row, int64_t ch, int sub, float *w) {
     if (T == KT_TYPE_Q4_0) {
@@ -379,6 +335,13 @@ __device__ __forceinline__ void deq4(const char *row, int64_t ch, int sub, float
 
 /* Eight lanes per chunk (lane = 8 * chunk-in-step + sub), four chunks per warp step:
  * the weights' blocks and the activations are read in whole consecutive lines. */
+/* The 32 weights of chunk ch of a row, as the CPU's to_float makes them. */
+template <int T>
+__device__ __forceinline__ void deq32(const char *row, int64_t ch, float *w) {
+#pragma unroll
+    for (int sub = 0; sub < 8; sub++) deq4<T>(row, ch, sub, w + 4 * sub);
+}
+
 template <int T>
 __global__ void k_mul_mat_vec(kt_cu_t d, kt_cu_t a, kt_cu_t b) {
     const int64_t wi = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / WARP;
@@ -554,7 +517,7 @@ __global__ void k_to_f16_any(__half *out, kt_cu_t a, int64_t n) {
     out[e] = __float2half_rn(kt_cu_load(T, a.data + m * a.nb[1], k));
 }
 
-/* deq32's loads need: F32 rows 16-byte aligned, F16 4-byte, Q4_0/Q8_0 2-byte. */
+/* deq4's loads need: F32 rows 16-byte aligned, F16 4-byte, Q4_0/Q8_0 2-byte. */
 template <int T>
 static bool chunk_aligned(const kt_cu_t &a) {
     const int64_t al = T == KT_TYPE_F32 ? 16 : T == KT_TYPE_F16 ? 4 : (T == KT_TYPE_Q4_0 || T == KT_TYPE_Q8_0) ? 2 : 1;
