@@ -189,12 +189,10 @@ static bool cu_supports_op(const struct kt_backend *, const struct kt_tensor *op
     switch (op->op) {
     case KT_OP_NONE: case KT_OP_RESHAPE: case KT_OP_VIEW: case KT_OP_PERMUTE: case KT_OP_TRANSPOSE:
         return true;
-    case KT_OP_ADD: case KT_OP_SUB: case KT_OP_MUL: case KT_OP_DIV:
+    case KT_OP_ADD: case KT_OP_SUB: case KT_OP_MUL: case KT_OP_DIV: case KT_OP_SWIGLU:
         return f32(op) && f32(a) && f32(b);
     case KT_OP_SCALE: case KT_OP_SQR: case KT_OP_SQRT: case KT_OP_SILU: case KT_OP_GELU: case KT_OP_RELU:
         return f32(op) && f32(a);
-    case KT_OP_SWIGLU:
-        return f32(op) && f32(a) && f32(b);
     case KT_OP_NORM: case KT_OP_RMS_NORM:
         return f32(op) && f32(a);
     case KT_OP_ARGMAX:
@@ -235,7 +233,7 @@ static enum kt_status cu_compute_node(struct cu_backend *c, cudaStream_t s, stru
     struct kt_tensor *a = t->src[0], *b = t->src[1];
     const kt_cu_t d = kt_cu_desc(t);
     switch (t->op) {
-    case KT_OP_ADD: case KT_OP_SUB: case KT_OP_MUL: case KT_OP_DIV:
+    case KT_OP_ADD: case KT_OP_SUB: case KT_OP_MUL: case KT_OP_DIV: case KT_OP_SWIGLU:
         kt_cu_binary(s, t->op, d, kt_cu_desc(a), kt_cu_desc(b));
         break;
     case KT_OP_SCALE:
@@ -243,9 +241,6 @@ static enum kt_status cu_compute_node(struct cu_backend *c, cudaStream_t s, stru
         break;
     case KT_OP_SQR: case KT_OP_SQRT: case KT_OP_SILU: case KT_OP_GELU: case KT_OP_RELU:
         kt_cu_unary(s, t->op, d, kt_cu_desc(a), 0.0f, 0.0f);
-        break;
-    case KT_OP_SWIGLU:
-        kt_cu_swiglu(s, d, kt_cu_desc(a), kt_cu_desc(b));
         break;
     case KT_OP_NORM: case KT_OP_RMS_NORM:
         kt_cu_norm(s, t->op == KT_OP_RMS_NORM, d, kt_cu_desc(a), kt_get_op_param_f32(t, 0));

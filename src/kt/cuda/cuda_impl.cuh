@@ -132,9 +132,8 @@ __device__ __forceinline__ float kt_cu_load(int type, const char *row, int64_t k
 }
 
 /* ---- launchers (ops_cuda.cu); each returns after queuing on stream s */
-void kt_cu_binary(cudaStream_t s, int op, kt_cu_t dst, kt_cu_t a, kt_cu_t b);
+void kt_cu_binary(cudaStream_t s, int op, kt_cu_t dst, kt_cu_t a, kt_cu_t b); /* add sub mul div swiglu */
 void kt_cu_unary(cudaStream_t s, int op, kt_cu_t dst, kt_cu_t a, float p0, float p1);
-void kt_cu_swiglu(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b);
 void kt_cu_norm(cudaStream_t s, bool rms, kt_cu_t dst, kt_cu_t a, float eps);
 void kt_cu_rope(cudaStream_t s, kt_cu_t dst, kt_cu_t a, const int32_t *pos, int64_t pos_stride, const float *ff,
                 const struct kt_rope_params *rp);

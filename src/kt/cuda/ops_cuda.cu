@@ -73,6 +73,7 @@ __global__ void k_binary(int op, kt_cu_t d, kt_cu_t a, kt_cu_t b, int64_t n) {
     case KT_OP_ADD: r = x + y; break;
     case KT_OP_SUB: r = x - y; break;
     case KT_OP_MUL: r = x * y; break;
+    case KT_OP_SWIGLU: r = x / (1.0f + expf(-x)) * y; break;
     default: r = x / y; break;
     }
     *(float *)(d.data + off4(d, i[0], i[1], i[2], i[3])) = r;
@@ -106,21 +107,6 @@ __global__ void k_unary(int op, kt_cu_t d, kt_cu_t a, float p0, float p1, int64_
 void kt_cu_unary(cudaStream_t s, int op, kt_cu_t dst, kt_cu_t a, float p0, float p1) {
     const int64_t n = nelem(dst);
     if (n) k_unary<<<grid_for(n, 256), 256, 0, s>>>(op, dst, a, p0, p1, n);
-}
-
-__global__ void k_swiglu(kt_cu_t d, kt_cu_t a, kt_cu_t b, int64_t n) {
-    const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= n) return;
-    int64_t i[4];
-    unravel(d, e, i);
-    const float x = *(const float *)(a.data + off4(a, i[0], i[1], i[2], i[3]));
-    const float y = *(const float *)(b.data + off4(b, i[0], i[1], i[2], i[3]));
-    *(float *)(d.data + off4(d, i[0], i[1], i[2], i[3])) = x / (1.0f + expf(-x)) * y;
-}
-
-void kt_cu_swiglu(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b) {
-    const int64_t n = nelem(dst);
-    if (n) k_swiglu<<<grid_for(n, 256), 256, 0, s>>>(dst, a, b, n);
 }
 
 /* ------------------------------------------------------------------ rows */
