@@ -111,23 +111,7 @@ static struct kt_tensor *build_case(int c, struct kt_context *ctx, struct kt_con
     return NULL;
 }
 
-static void fill(struct kt_tensor *t, uint64_t seed) {
-    int64_t n = kt_nelements(t);
-    float *v = malloc((size_t)n * sizeof *v);
-    uint64_t s = seed;
-    for (int64_t i = 0; i < n; i++) v[i] = tu_rand_f(&s);
-    size_t bytes = kt_nbytes(t);
-    void *raw = malloc(bytes);
-    long long bound;
-    if (t->type == KT_TYPE_I32 && sscanf(t->name, "ids%lld", &bound) == 1) {
-        for (int64_t i = 0; i < n; i++) ((int32_t *)raw)[i] = (int32_t)(tu_rand_u64(&s) % (uint64_t)bound);
-    } else {
-        tu_encode(t->type, v, raw, kt_nrows(t), t->ne[0]);
-    }
-    kt_tensor_set(t, raw, 0, bytes);
-    free(raw);
-    free(v);
-}
+static void fill(struct kt_tensor *t, uint64_t seed) { tu_fill(t, seed, NULL); }
 
 /* The result's elements, read through its strides into a packed byte array. */
 static uint8_t *read_result(const struct kt_tensor *t, size_t *len) {

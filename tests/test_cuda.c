@@ -138,22 +138,15 @@ static struct kt_tensor *build_case(int c, struct kt_context *ctx, struct kt_con
     return NULL;
 }
 
-/* Random values for t (seeded by seed); a "deq:" leaf gets them through its type's blocks. */
-static void fill(struct kt_tensor *t, uint64_t seed) {
+/* This test's named leaves (see leaf()): positions, a mask with -inf, frequency factors,
+ * and "deq:" weights, the random values through their type's blocks and back. */
+static bool cuda_leaf(const struct kt_tensor *t, const float *v, uint64_t *s, void *raw) {
     const int64_t n = kt_nelements(t);
-    float *v = malloc((size_t)n * sizeof *v);
-    uint64_t s = seed;
-    for (int64_t i = 0; i < n; i++) v[i] = tu_rand_f(&s);
-    size_t bytes = kt_nbytes(t);
-    void *raw = malloc(bytes);
-    long long bound;
     int qt;
     if (t->type == KT_TYPE_I32 && !strcmp(t->name, "pos")) {
-        for (int64_t i = 0; i < n; i++) ((int32_t *)raw)[i] = (int32_t)(tu_rand_u64(&s) % 5000);
-    } else if (t->type == KT_TYPE_I32 && sscanf(t->name, "ids%lld", &bound) == 1) {
-        for (int64_t i = 0; i < n; i++) ((int32_t *)raw)[i] = (int32_t)(tu_rand_u64(&s) % (uint64_t)bound);
+        for (int64_t i = 0; i < n; i++) ((int32_t *)raw)[i] = (int32_t)(tu_rand_u64(s) % 5000);
     } else if (!strcmp(t->name, "mask")) {
-        for (int64_t i = 0; i < n; i++) ((float *)raw)[i] = tu_rand_u64(&s) % 4 == 0 ? -INFINITY : v[i];
+        for (int64_t i = 0; i < n; i++) ((float *)raw)[i] = tu_rand_u64(s) % 4 == 0 ? -INFINITY : v[i];
     } else if (!strcmp(t->name, "ff")) {
         for (int64_t i = 0; i < n; i++) ((float *)raw)[i] = 1.0f + 4.0f * fabsf(v[i]);
     } else if (sscanf(t->name, "deq:%d", &qt) == 1) {
@@ -165,12 +158,12 @@ static void fill(struct kt_tensor *t, uint64_t seed) {
             kt_get_type_traits(q)->to_float((const char *)qb + r * rb, (float *)raw + r * t->ne[0], t->ne[0]);
         free(qb);
     } else {
-        tu_encode(t->type, v, raw, kt_nrows(t), t->ne[0]);
+        return false;
     }
-    kt_tensor_set(t, raw, 0, bytes);
-    free(raw);
-    free(v);
+    return true;
 }
+
+static void fill(struct kt_tensor *t, uint64_t seed) { tu_fill(t, seed, cuda_leaf); }
 
 static void fill_graph(struct kt_cgraph *gf, struct kt_context *pctx) {
     for (int i = 0; i < gf->n_leafs; i++) fill(gf->leafs[i], g_seed * 7919 + 1000 + (uint64_t)i);

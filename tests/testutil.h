@@ -128,4 +128,29 @@ static inline void tu_encode(enum kt_type type, const float *v, void *raw, int64
 }
 #endif
 
+#ifdef KT_BACKEND_H
+/* Random contents for t from seed, through its buffer: an I32 tensor named "ids<N>" gets
+ * integers in [0, N), any other uniform [-1, 1) floats stored in t's type. special (may be
+ * NULL) sees the floats and the generator first and returns true when it wrote raw itself. */
+typedef bool (*tu_fill_fn)(const struct kt_tensor *t, const float *v, uint64_t *s, void *raw);
+static inline void tu_fill(struct kt_tensor *t, uint64_t seed, tu_fill_fn special) {
+    const int64_t n = kt_nelements(t);
+    float *v = malloc((size_t)n * sizeof *v);
+    uint64_t s = seed;
+    for (int64_t i = 0; i < n; i++) v[i] = tu_rand_f(&s);
+    const size_t bytes = kt_nbytes(t);
+    void *raw = malloc(bytes);
+    long long bound;
+    if (!special || !special(t, v, &s, raw)) {
+        if (t->type == KT_TYPE_I32 && sscanf(t->name, "ids%lld", &bound) == 1)
+            for (int64_t i = 0; i < n; i++) ((int32_t *)raw)[i] = (int32_t)(tu_rand_u64(&s) % (uint64_t)bound);
+        else
+            tu_encode(t->type, v, raw, kt_nrows(t), t->ne[0]);
+    }
+    kt_tensor_set(t, raw, 0, bytes);
+    free(raw);
+    free(v);
+}
+#endif
+
 #endif
