@@ -124,6 +124,26 @@ expect_exit 2 "comma-separated" "$KILN" bench -m "$M" -n 4,
 expect_exit 2 "-t" "$KILN" bench -m "$M" -t 0
 expect_exit 2 "-d" "$KILN" bench -m "$M" -d x
 
+# KT_CPU_PROFILE=1: per op and thread, the time of one graph; the calls must be the
+# model's (4 layers: 7 matrices each and the q6_K output, two norms each and the
+# final one, one attention each) and the barriers counted; without it, nothing
+prof=$(KT_CPU_PROFILE=1 "$KILN" eval -m "$M" -p "In the beginning" -t 2 2>&1 >/dev/null)
+python3 - "$prof" <<'PY' && ok || bad "KT_CPU_PROFILE: $prof"
+import re, sys
+lines = sys.argv[1].splitlines()
+head = [l for l in lines if l.startswith("kt cpu profile:")]
+assert head == ["kt cpu profile: 1 graphs, 2 threads; per graph: ms per thread, calls"], head
+rows = {}  # name: (ms of thread 0 and 1, calls)
+for l in lines[1:]:
+    f = l.split()
+    assert re.fullmatch(r"\d+", f[-1]) and all(re.fullmatch(r"\d+\.\d{3}", x) for x in f[-3:-1]), l
+    rows[" ".join(f[:-3])] = (f[-3:-1], int(f[-1]))
+want = {"MUL_MAT q4_0": 28, "MUL_MAT q6_K": 1, "RMS_NORM": 9, "ATTN": 4, "SWIGLU": 4}
+for k, n in want.items(): assert k in rows and rows[k][1] == n, (k, rows.get(k))
+assert rows["barrier waits"][1] > 0 and all(float(x) > 0 for x in rows["MUL_MAT q4_0"][0])
+PY
+[ -z "$("$KILN" eval -m "$M" -p "In the beginning" -t 2 2>&1 >/dev/null | grep 'kt cpu profile')" ] && ok || bad "profile without KT_CPU_PROFILE"
+
 # chat on a pipe: two turns, two replies
 out=$(printf 'Who made the heaven?\nAnd the earth?\n' | "$KILN" chat -m "$M" -n 12 --seed 3)
 [ $? = 0 ] && [ "$(grep -c . <<<"$out")" -ge 2 ] && ok || bad "chat on a pipe: $out"

@@ -17,8 +17,10 @@
 #include <unistd.h>
 #endif
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------ op table */
 
@@ -86,10 +88,23 @@ struct kt_threadpool {
     atomic_int chunk;
     /* per thread (cpu.h): its share of the node's tiles still to take, first | end << 32 */
     struct share *share;
+    struct prof *prof; /* per thread, with KT_CPU_PROFILE=1 */
+    long graphs;
 };
 
 struct share {
     _Alignas(64) _Atomic uint64_t left;
+};
+
+/* KT_CPU_PROFILE=1: per thread, the time spent in each op (mul_mat by weight type)
+ * and waiting at barriers, printed per graph when the pool is freed. A node's time
+ * excludes the barriers inside it (mul_mat's), which count as barriers. */
+#define PROF_SLOTS (KT_OP_COUNT + KT_TYPE_COUNT)
+struct prof {
+    _Alignas(64) double ns[PROF_SLOTS];
+    long n[PROF_SLOTS];
+    double bar_ns;
+    long bar_n;
 };
 
 struct worker_arg {
@@ -131,7 +146,26 @@ static void wake_all(atomic_int *addr) {
  * core from the very thread it waits for. */
 #define BARRIER_SPINS 2000
 
-static void barrier(struct kt_threadpool *tp) {
+static double now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static void barrier_wait(struct kt_threadpool *tp);
+
+static void barrier(struct kt_threadpool *tp, int ith) {
+    if (!tp->prof) {
+        barrier_wait(tp);
+        return;
+    }
+    const double t0 = now_ns();
+    barrier_wait(tp);
+    tp->prof[ith].bar_ns += now_ns() - t0;
+    tp->prof[ith].bar_n++;
+}
+
+static void barrier_wait(struct kt_threadpool *tp) {
     int n = tp->n_active;
     if (n == 1) return;
     int passed = atomic_load(&tp->n_passed);
@@ -153,7 +187,7 @@ static void barrier(struct kt_threadpool *tp) {
     atomic_fetch_sub(&tp->n_sleepers, 1);
 }
 
-void kt_cpu_barrier(const struct kt_compute_params *p) { barrier(p->tp); }
+void kt_cpu_barrier(const struct kt_compute_params *p) { barrier(p->tp, p->ith); }
 
 int kt_cpu_chunk_next(const struct kt_compute_params *p) {
     return atomic_fetch_add_explicit(&p->tp->chunk, 1, memory_order_relaxed);
@@ -249,11 +283,13 @@ static void run_graph(struct kt_threadpool *tp, int ith) {
         if (needs_barrier(&pd, node, uses_work)) {
             if (ith == 0 && plan->abort_callback && plan->abort_callback(plan->abort_callback_data))
                 atomic_store(&tp->aborted, true);
-            barrier(tp);
+            barrier(tp, ith);
             pd.n_w = pd.n_r = 0;
             pd.work = false;
             if (atomic_load(&tp->aborted)) return;
         }
+        struct prof *pr = tp->prof ? &tp->prof[ith] : NULL;
+        const double t0 = pr ? now_ns() : 0, b0 = pr ? pr->bar_ns : 0;
         if (op->single_thread) {
             if (ith == 0) {
                 struct kt_compute_params one = params;
@@ -264,9 +300,14 @@ static void run_graph(struct kt_threadpool *tp, int ith) {
         } else {
             op->fn(&params, node);
         }
+        if (pr) {
+            const int slot = node->op == KT_OP_MUL_MAT ? KT_OP_COUNT + node->src[0]->type : node->op;
+            pr->ns[slot] += now_ns() - t0 - (pr->bar_ns - b0);
+            pr->n[slot]++;
+        }
         note_node(&pd, node, uses_work);
     }
-    barrier(tp);
+    barrier(tp, ith);
 }
 
 static void *worker_main(void *p) {
@@ -306,6 +347,10 @@ struct kt_threadpool *kt_threadpool_new(int n_threads) {
         kt_set_error("kt_threadpool_new: out of memory");
         return NULL;
     }
+    const char *prof = getenv("KT_CPU_PROFILE");
+    if (prof && strcmp(prof, "0") != 0)
+        tp->prof = aligned_alloc(_Alignof(struct prof), (size_t)n_threads * sizeof(struct prof));
+    if (tp->prof) memset(tp->prof, 0, (size_t)n_threads * sizeof(struct prof));
     pthread_mutex_init(&tp->mu, NULL);
     pthread_cond_init(&tp->cv, NULL);
     if (n_threads > 1) {
@@ -330,8 +375,27 @@ struct kt_threadpool *kt_threadpool_new(int n_threads) {
     return tp;
 }
 
+/* The profile per graph computed: ms per op and thread, calls, barrier waits. */
+static void print_profile(const struct kt_threadpool *tp) {
+    if (!tp->prof || tp->graphs == 0) return;
+    const double g = (double)tp->graphs;
+    fprintf(stderr, "kt cpu profile: %ld graphs, %d threads; per graph: ms per thread, calls\n", tp->graphs,
+            tp->n_threads);
+    for (int s = 0; s < PROF_SLOTS; s++) {
+        if (!tp->prof[0].n[s]) continue;
+        fprintf(stderr, "  %-8s %-6s", s < KT_OP_COUNT ? kt_op_name((enum kt_op)s) : "MUL_MAT",
+                s < KT_OP_COUNT ? "" : kt_type_name((enum kt_type)(s - KT_OP_COUNT)));
+        for (int t = 0; t < tp->n_threads; t++) fprintf(stderr, " %8.3f", tp->prof[t].ns[s] / g * 1e-6);
+        fprintf(stderr, " %6.0f\n", (double)tp->prof[0].n[s] / g);
+    }
+    fprintf(stderr, "  %-15s", "barrier waits");
+    for (int t = 0; t < tp->n_threads; t++) fprintf(stderr, " %8.3f", tp->prof[t].bar_ns / g * 1e-6);
+    fprintf(stderr, " %6.0f\n", (double)tp->prof[0].bar_n / g);
+}
+
 void kt_threadpool_free(struct kt_threadpool *tp) {
     if (!tp) return;
+    print_profile(tp);
     pthread_mutex_lock(&tp->mu);
     tp->stop = true;
     pthread_cond_broadcast(&tp->cv);
@@ -342,6 +406,7 @@ void kt_threadpool_free(struct kt_threadpool *tp) {
     pthread_cond_destroy(&tp->cv);
     free(tp->workers);
     free(tp->share);
+    free(tp->prof);
     free(tp);
 }
 
@@ -402,6 +467,7 @@ enum kt_status kt_graph_compute(struct kt_cgraph *gf, struct kt_cplan *plan) {
     int n = plan->n_threads < 1 ? 1 : plan->n_threads > tp->n_threads ? tp->n_threads : plan->n_threads;
     tp->gf = gf;
     tp->plan = plan;
+    tp->graphs++;
     tp->n_active = n;
     atomic_store(&tp->aborted, false);
     atomic_store(&tp->n_done, 0);
