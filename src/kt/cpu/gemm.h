@@ -69,15 +69,18 @@ void kt_lanes_q8_0_avx512(int64_t K, const void *w, size_t ws, int nr, const voi
 /* Packed 16-row groups, compact (size(K) within 16 rows' own bytes and a few
  * percent), so that a whole model can be kept that way (kt_cpu_repack_weights,
  * repack.c): pack writes up to 16 rows into a 64-byte aligned group; run computes
- * any number of columns from one (decode). Where xsize is set, prompts run faster
- * from an expanded form: expand writes it (xsize(K) bytes, 64-byte aligned) from a
- * group, once per thread and 64 columns, and xrun computes from it. Every path gives
- * the lanes kernel's results bit for bit. */
+ * any number of columns from one (decode). Prompts (many columns) may run faster
+ * another way: where wide is set, it computes them from a group as run does; where
+ * xsize is set, from an expanded form: expand writes it (xsize(K) bytes, 64-byte
+ * aligned) from a group, once per thread and tile, and xrun computes from it. Every
+ * path gives the lanes kernel's results bit for bit. */
 struct kt_lanes_packer {
     size_t (*size)(int64_t K);
     void (*pack)(int64_t K, const void *w, size_t ws, int nr, void *group);
     void (*run)(int64_t K, const void *group, int nr, const void *const *y, const struct kt_lanes_aux *const *aux,
                 float *const *out, int nc);
+    void (*wide)(int64_t K, const void *group, int nr, const void *const *y, const struct kt_lanes_aux *const *aux,
+                 float *const *out, int nc);
     size_t (*xsize)(int64_t K);
     void (*expand)(int64_t K, const void *group, void *scratch);
     void (*xrun)(int64_t K, const void *scratch, int nr, const void *const *y, const struct kt_lanes_aux *const *aux,

@@ -229,8 +229,8 @@ INLINE void packed_tile(int64_t K, const uint8_t *g, const void *const *yp, cons
 PACKED_RUN(packed_run_q4_0, true)
 PACKED_RUN(packed_run_q8_0, false)
 
-const struct kt_lanes_packer kt_lanes_packer_q4_0 = {pack_size_q4_0, pack_q4_0, packed_run_q4_0, NULL, NULL, NULL};
-const struct kt_lanes_packer kt_lanes_packer_q8_0 = {pack_size_q8_0, pack_q8_0, packed_run_q8_0, NULL, NULL, NULL};
+const struct kt_lanes_packer kt_lanes_packer_q4_0 = {.size = pack_size_q4_0, .pack = pack_q4_0, .run = packed_run_q4_0};
+const struct kt_lanes_packer kt_lanes_packer_q8_0 = {.size = pack_size_q8_0, .pack = pack_q8_0, .run = packed_run_q8_0};
 
 /* ------------------------------------------------------------------ single dots */
 

@@ -128,18 +128,6 @@ _Static_assert(KQ_COLS == 2, "LANES_K_ENTRY lists every column count");
 
 LANES_K_ENTRY(kt_lanes_q4_K_avx512, tile_q4_K)
 
-/* Prompts: 16 rows of a Q4_K super-block transposed into the scratch, row r in int32
- * lane r: per sub-block j, 8 x 64 bytes of quants (group k: elements 32j+4k..+3),
- * then the 8 scales as int32, the 8 mins as int16 pairs (2i, 2i+1), d and dmin as
- * floats. A column then costs 8 vpdpbusd and one vpmulld per sub-block. */
-#define K4_U 0
-#define K4_SC (64 * 64)
-#define K4_MN (K4_SC + 8 * 64)
-#define K4_D (K4_MN + 4 * 64)
-#define K4_BLOCK (K4_D + 2 * 64)
-
-static size_t xsize_q4_K(int64_t K) { return (size_t)(K / KT_QK_K) * K4_BLOCK; }
-
 /* Compact Q4_K groups (kept for a whole model: kt_cpu_repack_weights): per super-block
  * of 16 rows, the quants as 32 chunks (chunk c: quant bytes 4c..4c+3 of every row, row
  * r in int32 lane r), the 8 scales then the 8 mins unpacked to bytes (value j of row r
@@ -173,31 +161,7 @@ static void pack_q4_K(int64_t K, const void *w, size_t ws, int nr, void *group) 
     }
 }
 
-/* A compact group into the prompt layout (K4_*), once per group and 64 columns. */
-static void expand_q4_K(int64_t K, const void *group, void *scratch) {
-    const uint8_t *g = group;
-    uint8_t *sp = scratch;
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    for (int64_t i = 0; i < K / KT_QK_K; i++, g += K4C_BLOCK, sp += K4_BLOCK) {
-        UNROLL
-        for (int c = 0; c < 4; c++)
-            UNROLL
-            for (int k = 0; k < 8; k++) {
-                const __m512i v = _mm512_load_si512(g + 64 * (8 * c + k));
-                _mm512_store_si512(sp + K4_U + 64 * (8 * (2 * c) + k), _mm512_and_si512(v, m4));
-                _mm512_store_si512(sp + K4_U + 64 * (8 * (2 * c + 1) + k), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
-            }
-        int16_t *mn = (int16_t *)(sp + K4_MN);
-        for (int j = 0; j < 8; j++) {
-            _mm512_store_si512(sp + K4_SC + 64 * j, _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_SC + 16 * j))));
-            for (int r = 0; r < 16; r++) mn[32 * (j / 2) + 2 * r + (j % 2)] = g[K4C_MN + 16 * j + r];
-        }
-        _mm512_store_ps(sp + K4_D, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K4C_D))));
-        _mm512_store_ps(sp + K4_D + 64, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K4C_D + 32))));
-    }
-}
-
-#define K4P_COLS 4
+#define K4P_COLS 4 /* columns per pass of the prompt kernels */
 
 /* A Q4_K super-block's term, the reference's float order: acc + ((d*dy)*isum - (dmin*dy)*msum). */
 INLINE __m512 q4_K_add(__m512 acc, __m512 dx, __m512 dm, float d, __m512i isum, __m512i msum) {
@@ -213,52 +177,8 @@ INLINE int32_t load_i32(const void *p) {
     return v;
 }
 
-INLINE void packed_tile_q4_K(int64_t K, const uint8_t *sp, const void *const *yp, float *const *out, __mmask16 keep,
-                             const int C) {
-    __m512 acc[K4P_COLS];
-    UNROLL
-    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < K / KT_QK_K; i++, sp += K4_BLOCK) {
-        const kt_block_q8_K *y[K4P_COLS];
-        __m512i isum[K4P_COLS], msum[K4P_COLS];
-        UNROLL
-        for (int c = 0; c < C; c++) {
-            y[c] = (const kt_block_q8_K *)yp[c] + i;
-            isum[c] = _mm512_setzero_si512();
-            /* msum: mins (int16 pairs) x activation pair sums, two sub-blocks per vpdpwssd */
-            const __m256i bs = _mm256_loadu_si256((const __m256i *)y[c]->bsums);
-            const __m128i pr = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-            __m512i m = _mm512_setzero_si512();
-            m = _mm512_dpwssd_epi32(m, _mm512_load_si512(sp + K4_MN), _mm512_set1_epi32(_mm_extract_epi32(pr, 0)));
-            m = _mm512_dpwssd_epi32(m, _mm512_load_si512(sp + K4_MN + 64), _mm512_set1_epi32(_mm_extract_epi32(pr, 1)));
-            m = _mm512_dpwssd_epi32(m, _mm512_load_si512(sp + K4_MN + 128), _mm512_set1_epi32(_mm_extract_epi32(pr, 2)));
-            msum[c] = _mm512_dpwssd_epi32(m, _mm512_load_si512(sp + K4_MN + 192), _mm512_set1_epi32(_mm_extract_epi32(pr, 3)));
-        }
-        for (int j = 0; j < 8; j++) {
-            __m512i p[K4P_COLS];
-            UNROLL
-            for (int c = 0; c < C; c++) p[c] = _mm512_setzero_si512();
-            UNROLL
-            for (int k = 0; k < 8; k++) {
-                const __m512i u = _mm512_load_si512(sp + K4_U + 64 * (8 * j + k));
-                UNROLL
-                for (int c = 0; c < C; c++)
-                    p[c] = _mm512_dpbusd_epi32(p[c], u, _mm512_set1_epi32(load_i32(y[c]->qs + 32 * j + 4 * k)));
-            }
-            const __m512i sc = _mm512_load_si512(sp + K4_SC + 64 * j);
-            UNROLL
-            for (int c = 0; c < C; c++) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(p[c], sc));
-        }
-        const __m512 dx = _mm512_load_ps(sp + K4_D), dm = _mm512_load_ps(sp + K4_D + 64);
-        UNROLL
-        for (int c = 0; c < C; c++) acc[c] = q4_K_add(acc[c], dx, dm, y[c]->d, isum[c], msum[c]);
-    }
-    UNROLL
-    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(out[c], keep, acc[c]);
-}
-
-/* The packed kernels' entry: one instance of the tile per column count (constant C keeps
- * the accumulators in registers). */
+/* The prompt kernels' entry (Q4_K on a compact group, Q6_K on an expanded one): one
+ * instance of the tile per column count (constant C keeps the accumulators in registers). */
 #define PACKED_RUN(NAME, TILE)                                                                                      \
     static void NAME(int64_t K, const void *scratch, int nr, const void *const *yp,                                \
                      const struct kt_lanes_aux *const *aux, float *const *out, int nc) {                           \
@@ -275,10 +195,74 @@ INLINE void packed_tile_q4_K(int64_t K, const uint8_t *sp, const void *const *yp
         }                                                                                                           \
     }
 
-PACKED_RUN(packed_run_q4_K, packed_tile_q4_K)
+/* Prompts (XPAND_MIN columns and more) straight from a compact group, four columns per
+ * pass: per sub-block 8 vpdpbusd and one vpmulld a column, the mins' term by vpdpwssd
+ * once per super-block (the decode kernel below spends 2 vpmulld per sub-block pair on
+ * it), the nibbles, scales and mins unpacked on the way. Prompts used to expand each
+ * group into a scratch layout first (this kernel's operands unpacked), once per tile:
+ * that pass was 8% of a Q4_K_M pp128's compute in `perf`, and in cache this kernel is
+ * 3-5% faster than the one on the expanded form was (bench_gemm, alternated). */
+INLINE void wide_tile_q4_K(int64_t K, const uint8_t *g, const void *const *yp, float *const *out, __mmask16 keep,
+                             const int C) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[K4P_COLS];
+    UNROLL
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < K / KT_QK_K; i++, g += K4C_BLOCK) {
+        const kt_block_q8_K *y[K4P_COLS];
+        __m512i isum[K4P_COLS], msum[K4P_COLS], mn[4];
+        /* mins j = 2t, 2t + 1 of row r as the int16 pair of lane r */
+        UNROLL
+        for (int t = 0; t < 4; t++) {
+            const __m128i a = _mm_load_si128((const __m128i *)(g + K4C_MN + 32 * t));
+            const __m128i b = _mm_load_si128((const __m128i *)(g + K4C_MN + 32 * t + 16));
+            mn[t] = _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(a, b), _mm_unpacklo_epi8(a, b)));
+        }
+        UNROLL
+        for (int c = 0; c < C; c++) {
+            y[c] = (const kt_block_q8_K *)yp[c] + i;
+            isum[c] = _mm512_setzero_si512();
+            const __m256i bs = _mm256_loadu_si256((const __m256i *)y[c]->bsums);
+            const __m128i pr = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+            __m512i m = _mm512_setzero_si512();
+            m = _mm512_dpwssd_epi32(m, mn[0], _mm512_set1_epi32(_mm_extract_epi32(pr, 0)));
+            m = _mm512_dpwssd_epi32(m, mn[1], _mm512_set1_epi32(_mm_extract_epi32(pr, 1)));
+            m = _mm512_dpwssd_epi32(m, mn[2], _mm512_set1_epi32(_mm_extract_epi32(pr, 2)));
+            msum[c] = _mm512_dpwssd_epi32(m, mn[3], _mm512_set1_epi32(_mm_extract_epi32(pr, 3)));
+        }
+        for (int ch = 0; ch < 4; ch++) { /* sub-blocks 2ch (low nibbles) and 2ch + 1 (high) */
+            __m512i p0[K4P_COLS], p1[K4P_COLS];
+            UNROLL
+            for (int c = 0; c < C; c++) p0[c] = p1[c] = _mm512_setzero_si512();
+            UNROLL
+            for (int k = 0; k < 8; k++) {
+                const __m512i v = _mm512_load_si512(g + 64 * (8 * ch + k));
+                const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                UNROLL
+                for (int c = 0; c < C; c++) {
+                    p0[c] = _mm512_dpbusd_epi32(p0[c], lo, _mm512_set1_epi32(load_i32(y[c]->qs + 64 * ch + 4 * k)));
+                    p1[c] = _mm512_dpbusd_epi32(p1[c], hi, _mm512_set1_epi32(load_i32(y[c]->qs + 64 * ch + 32 + 4 * k)));
+                }
+            }
+            const __m512i s0 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_SC + 32 * ch)));
+            const __m512i s1 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_SC + 32 * ch + 16)));
+            UNROLL
+            for (int c = 0; c < C; c++)
+                isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_mullo_epi32(p0[c], s0), _mm512_mullo_epi32(p1[c], s1)));
+        }
+        const __m512 dx = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K4C_D)));
+        const __m512 dm = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K4C_D + 32)));
+        UNROLL
+        for (int c = 0; c < C; c++) acc[c] = q4_K_add(acc[c], dx, dm, y[c]->d, isum[c], msum[c]);
+    }
+    UNROLL
+    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(out[c], keep, acc[c]);
+}
+
+PACKED_RUN(wide_run_q4_K, wide_tile_q4_K)
 
 /* Decode and small batches straight from a compact group: the arithmetic of
- * packed_tile_q4_K, the nibbles unpacked on the way. */
+ * wide_tile_q4_K, two columns per pass, with the weights' prefetch. */
 INLINE void compact_tile_q4_K(int64_t K, const uint8_t *g, const void *const *yp, float *const *out, __mmask16 keep,
                               const int C) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -346,8 +330,8 @@ INLINE void compact_tile_q4_K(int64_t K, const uint8_t *g, const void *const *yp
 
 COMPACT_RUN(compact_run_q4_K, compact_tile_q4_K)
 
-const struct kt_lanes_packer kt_lanes_packer_q4_K = {size_q4_K,   pack_q4_K,   compact_run_q4_K,
-                                                     xsize_q4_K, expand_q4_K, packed_run_q4_K};
+const struct kt_lanes_packer kt_lanes_packer_q4_K = {
+    .size = size_q4_K, .pack = pack_q4_K, .run = compact_run_q4_K, .wide = wide_run_q4_K};
 
 /* One row at a time, the same arithmetic: the super-block's integer sums reduced at
  * once, then the scalar float terms in the reference's order. */
@@ -652,8 +636,12 @@ INLINE void packed_tile_q6_K(int64_t K, const uint8_t *sp, const void *const *yp
 
 PACKED_RUN(packed_run_q6_K, packed_tile_q6_K)
 
-const struct kt_lanes_packer kt_lanes_packer_q6_K = {size_q6_K,   pack_q6_K,   compact_run_q6_K,
-                                                     xsize_q6_K, expand_q6_K, packed_run_q6_K};
+const struct kt_lanes_packer kt_lanes_packer_q6_K = {.size = size_q6_K,
+                                                     .pack = pack_q6_K,
+                                                     .run = compact_run_q6_K,
+                                                     .xsize = xsize_q6_K,
+                                                     .expand = expand_q6_K,
+                                                     .xrun = packed_run_q6_K};
 
 /* One row at a time, the same arithmetic. */
 void kt_vec_dot_q6_K_q8_K_avx512(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {

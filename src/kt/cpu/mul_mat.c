@@ -21,9 +21,9 @@
 #define TILE_ROWS 16 /* weight rows reused across a tile's columns */
 #define PACK_COLS 64 /* most columns per packed tile (rows in lanes) */
 #define PACK_MIN 8   /* fewest columns of one weight matrix worth a packed 16-row block */
-/* fewest columns worth expanding a K-quant group for (below: passes over the compact
- * group); `kiln bench -p 8,16 -n 0` on the 1.1B Q4_K_M: 110 -> 174 and 160 -> 194 t/s
- * going from 8 to 32 */
+/* fewest columns for a K-quant packer's prompt path (wide, or expanding the group;
+ * below: the compact kernel); `kiln bench -p 8,16 -n 0` on the 1.1B Q4_K_M: 110 -> 174
+ * and 160 -> 194 t/s going from 8 to 32 */
 #define XPAND_MIN 32
 _Static_assert(KT_GEMM_COLS <= PACK_COLS && KT_LANES_COLS <= PACK_COLS, "a column group fits struct col_group");
 
@@ -173,8 +173,9 @@ static void gemm_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t 
 /* Rows in lanes: rows [ir0, ir1) in groups of 16 x columns [ic0, ic1) in groups that
  * share one weight matrix. A 16-row group comes from the repacked copy (g0: group 0 of
  * the matrix, gsize bytes apart) or, given scratch and at least PACK_MIN columns, is
- * packed into the scratch once per matrix; the packer's run computes from it, or its
- * xrun from the expanded form (written once per group) for XPAND_MIN columns and more.
+ * packed into the scratch once per matrix; the packer's run computes from it, or for
+ * XPAND_MIN columns and more its wide, or its xrun from the expanded form (written once
+ * per group).
  * Else the lanes kernel reads the weights as mapped. Same results every way. */
 static void lanes_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t N, int64_t B2, int64_t r2,
                        int64_t r3, const uint8_t *wdata, size_t brow, const uint8_t *auxd, kt_lanes_fn lanes,
@@ -203,6 +204,8 @@ static void lanes_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t
                 for (int c0 = 0; c0 < g.n; c0 += KT_LANES_COLS)
                     lanes(K, g.w + rr * a->nb[1], a->nb[1], nr, g.y + c0, ax + c0, g.out + c0,
                           g.n - c0 < KT_LANES_COLS ? g.n - c0 : KT_LANES_COLS);
+            } else if (pk->wide && g.n >= XPAND_MIN) {
+                pk->wide(K, grp, nr, g.y, ax, g.out, g.n);
             } else if (xs && g.n >= XPAND_MIN) {
                 if (g.w != expanded) pk->expand(K, grp, xs), expanded = g.w;
                 pk->xrun(K, xs, nr, g.y, ax, g.out, g.n);
@@ -287,11 +290,14 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
      * expands its groups for the prompt kernel (the K-quants) does so once per tile, so
      * its tiles take 4x as many columns: `kiln bench -p 128,512` on the 1.1B Q4_K_M,
      * 243 -> 262 and 235 -> 253 t/s (expand_q4_K had been a fifth of the Q4_K time);
-     * Q8_0, which does not expand, measured no better with them. */
+     * Q8_0, which does not expand, measured no better with them. Q4_K's wide kernel reads
+     * the compact group and expands nothing: 64 and 256 columns measured alike
+     * (`bench_gemm 10 2048 2048 128 q4_K 2` and `... 5632 2048 512 ...`, alternated); it
+     * keeps the K-quants' 256. */
     const int64_t tile_r = gemm || lanes ? 64 : 32;
-    const bool expands = pack && pack->xsize;
+    const bool kquant = pack && (pack->xsize || pack->wide);
     const int64_t tile_c = dec             ? 1
-                           : scratch || rp ? (expands ? 4 : 1) * PACK_COLS
+                           : scratch || rp ? (kquant ? 4 : 1) * PACK_COLS
                            : gemm          ? 6 * KT_GEMM_COLS
                            : lanes         ? 32
                                            : 8;
