@@ -1,6 +1,6 @@
 /*
  * bench_pipes_avx512.c - what one core of this CPU issues per cycle: 512-bit
- * FMA, multiply, add, vpdpbusd, F16 conversion and shuffles, alone and in
+ * FMA, multiply, add, vpdpbusd, vpmulld and shuffles, alone and in
  * pairs, each as 12 independent instructions per loop turn (no dependency
  * chain limits them). Cycles come from a chain of dependent integer adds (one a
  * cycle), so no hardware counter is needed. The ceilings the README's speed
@@ -63,5 +63,6 @@ int main(int argc, char **argv) {
     TIME("vpdpbusd + fma", "vpdpbusd", "vfmadd231ps");
     TIME("vpdpbusd + vpaddd", "vpdpbusd", "vpaddd");
     TIME("vpdpbusd + vpandd", "vpdpbusd", "vpandd");
+    TIME("vpdpbusd + vpmulld", "vpdpbusd", "vpmulld");
     return 0;
 }
