@@ -6,9 +6,12 @@
  * kt_backend_graph_compute, compared bit for bit with the plain engine
  * (kt_graph_compute_with_ctx over a context where every tensor has its own
  * memory); thread counts, the abort callback, and computes that allocate
- * nothing once warm.
+ * nothing once warm; a large buffer cleared to zeros without keeping its pages.
  */
+#define _DEFAULT_SOURCE /* mincore */
 #include <malloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "backend-impl.h"
 #include "kt-alloc.h"
@@ -273,6 +276,38 @@ static void test_buffers(void) {
     kt_free(wctx);
 }
 
+/* A large CPU buffer cleared to zeros reads as zeros everywhere, its unaligned ends
+ * included, and its whole pages are no longer resident (handed back rather than
+ * written: a KV cache sized for the whole context costs memory only where used). */
+static void test_clear_large(void) {
+    const size_t n = ((size_t)3 << 20) + 4097;
+    struct kt_buffer *buf = kt_buft_alloc_buffer(kt_cpu_buffer_type(), n);
+    CHECK(buf != NULL);
+    uint8_t *p = kt_buffer_base(buf);
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uint8_t *a = (uint8_t *)(((uintptr_t)p + page - 1) & ~(uintptr_t)(page - 1));
+    const size_t whole = ((size_t)(p + n - a)) / page;
+    unsigned char *vec = malloc(whole);
+    for (int round = 0; round < 2; round++) {
+        kt_buffer_clear(buf, 0x5A); /* every byte written: every page resident */
+        CHECK(p[0] == 0x5A && p[n - 1] == 0x5A);
+        CHECK(mincore(a, whole * page, vec) == 0);
+        size_t resident = 0;
+        for (size_t i = 0; i < whole; i++) resident += vec[i] & 1;
+        CHECK(resident == whole);
+        kt_buffer_clear(buf, 0);
+        size_t nonzero = 0;
+        CHECK(mincore(a, whole * page, vec) == 0);
+        resident = 0;
+        for (size_t i = 0; i < whole; i++) resident += vec[i] & 1;
+        CHECKF(resident == 0, "%zu of %zu pages still resident after clearing to zeros", resident, whole);
+        for (size_t i = 0; i < n; i++) nonzero += p[i] != 0;
+        CHECKF(nonzero == 0, "%zu bytes not zero after the clear (round %d)", nonzero, round);
+    }
+    free(vec);
+    kt_buffer_free(buf);
+}
+
 static bool no_ops(const struct kt_tensor *op, void *data) { return false; }
 
 static void test_copy(void) {
@@ -410,6 +445,7 @@ static void test_compute(struct kt_backend *be) {
 int main(void) {
     test_registry();
     test_buffers();
+    test_clear_large();
     test_copy();
     test_move();
 
