@@ -9,14 +9,12 @@
  * buffer type that reports itself as not host, and reaches only that memory,
  * so that the scheduler really splits graphs and copies tensors across.
  */
-#define _DEFAULT_SOURCE /* madvise */
 #include "backend-impl.h"
 #include "cpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #define CPU_ALIGN 64
@@ -39,24 +37,20 @@ static void cpu_buf_memset(struct kt_buffer *buf, struct kt_tensor *t, uint8_t v
     memset((uint8_t *)t->data + offset, value, size);
 }
 /* Zeros for a large buffer (the KV cache) without touching its memory: the whole pages
- * inside it are handed back (MADV_DONTNEED on private anonymous memory, which is what
- * aligned_alloc returns: they read as zeros and take no memory until written), the
- * ends are cleared by hand. So a cache sized for the whole context is resident only
- * as far as it is used: `kiln run` on the 1.1B Q4_K_M file, 16 tokens, peak RSS 704 ->
- * 662 MiB, the 44 MiB cache of 2048 cells no longer all touched. */
+ * inside it are handed back (kt_cpu_drop_pages; aligned_alloc's memory is private and
+ * anonymous, so they read as zeros), the ends are cleared by hand. So a cache sized for
+ * the whole context is resident only as far as it is used: `kiln run` on the 1.1B
+ * Q4_K_M file, 16 tokens, peak RSS 704 -> 668 MiB, the 44 MiB cache of 2048 cells no
+ * longer all touched. */
 #define CLEAR_RELEASE_MIN ((size_t)1 << 20)
 
 static void cpu_buf_clear(struct kt_buffer *buf, uint8_t value) {
-    uint8_t *p = buf->context;
+    uint8_t *p = buf->context, *a, *b;
     const size_t n = buf->size;
-    if (value == 0 && n >= CLEAR_RELEASE_MIN) {
-        const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-        uint8_t *a = (uint8_t *)(((uintptr_t)p + page - 1) & ~(page - 1)), *b = (uint8_t *)((uintptr_t)(p + n) & ~(page - 1));
-        if (b > a && madvise(a, (size_t)(b - a), MADV_DONTNEED) == 0) {
-            memset(p, 0, (size_t)(a - p));
-            memset(b, 0, (size_t)(p + n - b));
-            return;
-        }
+    if (value == 0 && n >= CLEAR_RELEASE_MIN && kt_cpu_drop_pages(p, n, &a, &b)) {
+        memset(p, 0, (size_t)(a - p));
+        memset(b, 0, (size_t)(p + n - b));
+        return;
     }
     memset(p, value, n);
 }

@@ -115,4 +115,11 @@ enum kt_cpu_isa kt_cpu_isa_level(bool *rows_avx512);
 kt_vec_dot_fn kt_cpu_pick_vec_dot(enum kt_type type, enum kt_cpu_isa isa);
 kt_from_float_fn kt_cpu_pick_from_float(enum kt_type type, enum kt_cpu_isa isa);
 
+/* repack.c: hands back the whole pages inside [p, p + n) (MADV_DONTNEED: private
+ * anonymous memory then reads as zeros and takes no memory until written, a read-only
+ * file mapping is read from the file again if touched). *lo and *hi (either may be
+ * NULL) get where they start and end. False where there is no whole page or madvise
+ * refused (nothing handed back). */
+bool kt_cpu_drop_pages(const void *p, size_t n, uint8_t **lo, uint8_t **hi);
+
 #endif

@@ -64,12 +64,13 @@ static const struct kt_lanes_packer *packer_for(const struct kt_tensor *t) {
 
 static size_t groups(int64_t M) { return (size_t)((M + 15) / 16); }
 
-/* Drop the pages wholly inside [p, p + n) of a read-only file mapping: they are read
- * back from the file if anything touches them again. */
-static void release_pages(const void *p, size_t n) {
+bool kt_cpu_drop_pages(const void *p, size_t n, uint8_t **lo, uint8_t **hi) {
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     const uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + n) & ~(page - 1);
-    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+    if (b <= a || madvise((void *)a, b - a, MADV_DONTNEED) != 0) return false;
+    if (lo) *lo = (uint8_t *)a;
+    if (hi) *hi = (uint8_t *)b;
+    return true;
 }
 
 struct kt_cpu_repack *kt_cpu_repack_weights(struct kt_tensor *const *ts, const bool *matmul, size_t n, bool release) {
@@ -120,7 +121,8 @@ struct kt_cpu_repack *kt_cpu_repack_weights(struct kt_tensor *const *ts, const b
             const int nr = (int)(e->M - r0 < 16 ? e->M - r0 : 16);
             e->pk->pack(e->K, w + (size_t)r0 * e->nb1, e->nb1, nr, e->base + g * e->gsize);
         }
-        if (release) release_pages(w, kt_nbytes(e->t));
+        /* the file's pages: read back from the file if anything touches them again */
+        if (release) kt_cpu_drop_pages(w, kt_nbytes(e->t), NULL, NULL);
     }
     return r;
 }
