@@ -195,6 +195,31 @@ INLINE int32_t load_i32(const void *p) {
         }                                                                                                           \
     }
 
+/* Sub-blocks 2ch (low nibbles) and 2ch + 1 (high) of a compact Q4_K super-block g
+ * against C columns y[c]: each sub-block's exact int32 dot times its scale, added into
+ * isum[c] (shared by the prompt and the decode kernel). */
+INLINE void q4_K_pair(const uint8_t *g, int ch, const kt_block_q8_K *const *y, __m512i *isum, const int C) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512i p0[K4P_COLS], p1[K4P_COLS];
+    UNROLL
+    for (int c = 0; c < C; c++) p0[c] = p1[c] = _mm512_setzero_si512();
+    UNROLL
+    for (int k = 0; k < 8; k++) {
+        const __m512i v = _mm512_load_si512(g + 64 * (8 * ch + k));
+        const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        UNROLL
+        for (int c = 0; c < C; c++) {
+            p0[c] = _mm512_dpbusd_epi32(p0[c], lo, _mm512_set1_epi32(load_i32(y[c]->qs + 64 * ch + 4 * k)));
+            p1[c] = _mm512_dpbusd_epi32(p1[c], hi, _mm512_set1_epi32(load_i32(y[c]->qs + 64 * ch + 32 + 4 * k)));
+        }
+    }
+    const __m512i s0 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_SC + 32 * ch)));
+    const __m512i s1 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_SC + 32 * ch + 16)));
+    UNROLL
+    for (int c = 0; c < C; c++)
+        isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_mullo_epi32(p0[c], s0), _mm512_mullo_epi32(p1[c], s1)));
+}
+
 /* Prompts (XPAND_MIN columns and more) straight from a compact group, four columns per
  * pass: per sub-block 8 vpdpbusd and one vpmulld a column, the mins' term by vpdpwssd
  * once per super-block (the decode kernel below spends 2 vpmulld per sub-block pair on
@@ -203,8 +228,7 @@ INLINE int32_t load_i32(const void *p) {
  * that pass was 8% of a Q4_K_M pp128's compute in `perf`, and in cache this kernel is
  * 3-5% faster than the one on the expanded form was (bench_gemm, alternated). */
 INLINE void wide_tile_q4_K(int64_t K, const uint8_t *g, const void *const *yp, float *const *out, __mmask16 keep,
-                             const int C) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
+                           const int C) {
     __m512 acc[K4P_COLS];
     UNROLL
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
@@ -230,26 +254,7 @@ INLINE void wide_tile_q4_K(int64_t K, const uint8_t *g, const void *const *yp, f
             m = _mm512_dpwssd_epi32(m, mn[2], _mm512_set1_epi32(_mm_extract_epi32(pr, 2)));
             msum[c] = _mm512_dpwssd_epi32(m, mn[3], _mm512_set1_epi32(_mm_extract_epi32(pr, 3)));
         }
-        for (int ch = 0; ch < 4; ch++) { /* sub-blocks 2ch (low nibbles) and 2ch + 1 (high) */
-            __m512i p0[K4P_COLS], p1[K4P_COLS];
-            UNROLL
-            for (int c = 0; c < C; c++) p0[c] = p1[c] = _mm512_setzero_si512();
-            UNROLL
-            for (int k = 0; k < 8; k++) {
-                const __m512i v = _mm512_load_si512(g + 64 * (8 * ch + k));
-                const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-                UNROLL
-                for (int c = 0; c < C; c++) {
-                    p0[c] = _mm512_dpbusd_epi32(p0[c], lo, _mm512_set1_epi32(load_i32(y[c]->qs + 64 * ch + 4 * k)));
-                    p1[c] = _mm512_dpbusd_epi32(p1[c], hi, _mm512_set1_epi32(load_i32(y[c]->qs + 64 * ch + 32 + 4 * k)));
-                }
-            }
-            const __m512i s0 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_SC + 32 * ch)));
-            const __m512i s1 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_SC + 32 * ch + 16)));
-            UNROLL
-            for (int c = 0; c < C; c++)
-                isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_mullo_epi32(p0[c], s0), _mm512_mullo_epi32(p1[c], s1)));
-        }
+        for (int ch = 0; ch < 4; ch++) q4_K_pair(g, ch, y, isum, C);
         const __m512 dx = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K4C_D)));
         const __m512 dm = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K4C_D + 32)));
         UNROLL
@@ -265,7 +270,6 @@ PACKED_RUN(wide_run_q4_K, wide_tile_q4_K)
  * wide_tile_q4_K, two columns per pass, with the weights' prefetch. */
 INLINE void compact_tile_q4_K(int64_t K, const uint8_t *g, const void *const *yp, float *const *out, __mmask16 keep,
                               const int C) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512 acc[KQ_COLS];
     UNROLL
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
@@ -279,27 +283,12 @@ INLINE void compact_tile_q4_K(int64_t K, const uint8_t *g, const void *const *yp
         }
         prefetch_ahead(g, K4C_BLOCK, kt_cpu_lanes_prefetch);
         UNROLL
-        for (int ch = 0; ch < 4; ch++) { /* sub-blocks 2ch (low nibbles) and 2ch + 1 (high) */
-            __m512i p0[KQ_COLS], p1[KQ_COLS];
-            UNROLL
-            for (int c = 0; c < C; c++) p0[c] = p1[c] = _mm512_setzero_si512();
-            UNROLL
-            for (int k = 0; k < 8; k++) {
-                const __m512i v = _mm512_load_si512(g + 64 * (8 * ch + k));
-                const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-                UNROLL
-                for (int c = 0; c < C; c++) {
-                    p0[c] = _mm512_dpbusd_epi32(p0[c], lo, _mm512_set1_epi32(load_i32(y[c]->qs + 64 * ch + 4 * k)));
-                    p1[c] = _mm512_dpbusd_epi32(p1[c], hi, _mm512_set1_epi32(load_i32(y[c]->qs + 64 * ch + 32 + 4 * k)));
-                }
-            }
-            const __m512i s0 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_SC + 32 * ch)));
-            const __m512i s1 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_SC + 32 * ch + 16)));
+        for (int ch = 0; ch < 4; ch++) { /* sub-blocks 2ch and 2ch + 1: their sums, then their mins' terms */
+            q4_K_pair(g, ch, y, isum, C);
             const __m512i n0 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_MN + 32 * ch)));
             const __m512i n1 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_MN + 32 * ch + 16)));
             UNROLL
             for (int c = 0; c < C; c++) {
-                isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_mullo_epi32(p0[c], s0), _mm512_mullo_epi32(p1[c], s1)));
                 const int16_t *bs = y[c]->bsums + 4 * ch; /* sub-block 2ch + h: bsums 4ch + 2h, + 1 */
                 msum[c] = _mm512_add_epi32(msum[c], _mm512_add_epi32(_mm512_mullo_epi32(n0, _mm512_set1_epi32(bs[0] + bs[1])),
                                                                      _mm512_mullo_epi32(n1, _mm512_set1_epi32(bs[2] + bs[3]))));
