@@ -146,25 +146,6 @@ static void wake_all(atomic_int *addr) {
  * core from the very thread it waits for. */
 #define BARRIER_SPINS 2000
 
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static void barrier_wait(struct kt_threadpool *tp);
-
-static void barrier(struct kt_threadpool *tp, int ith) {
-    if (!tp->prof) {
-        barrier_wait(tp);
-        return;
-    }
-    const double t0 = now_ns();
-    barrier_wait(tp);
-    tp->prof[ith].bar_ns += now_ns() - t0;
-    tp->prof[ith].bar_n++;
-}
-
 static void barrier_wait(struct kt_threadpool *tp) {
     int n = tp->n_active;
     if (n == 1) return;
@@ -185,6 +166,24 @@ static void barrier_wait(struct kt_threadpool *tp) {
     atomic_fetch_add(&tp->n_sleepers, 1);
     while (atomic_load(&tp->n_passed) == passed) wait_change(&tp->n_passed, passed);
     atomic_fetch_sub(&tp->n_sleepers, 1);
+}
+
+static double now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* The barrier, timed per thread under KT_CPU_PROFILE. */
+static void barrier(struct kt_threadpool *tp, int ith) {
+    if (!tp->prof) {
+        barrier_wait(tp);
+        return;
+    }
+    const double t0 = now_ns();
+    barrier_wait(tp);
+    tp->prof[ith].bar_ns += now_ns() - t0;
+    tp->prof[ith].bar_n++;
 }
 
 void kt_cpu_barrier(const struct kt_compute_params *p) { barrier(p->tp, p->ith); }
