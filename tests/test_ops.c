@@ -175,6 +175,57 @@ static void test_rows(void) {
     }
 }
 
+/* rms_norm's sum of a row: its float squares widened and added in index order into
+ * one double, as llama.cpp sums (forward) or backwards (the check that a crafted row
+ * tells the orders apart). */
+static double sum_squares_d(const float *x, int64_t n, bool forward) {
+    double sum = 0.0;
+    for (int64_t k = 0; k < n; k++) {
+        const int64_t i = forward ? k : n - 1 - k;
+        const float sq = x[i] * x[i];
+        sum += (double)sq;
+    }
+    return sum;
+}
+
+/* rms_norm as llama.cpp computes it, bit for bit: the row's sum (sum_squares_d), the
+ * mean rounded to float, 1/sqrtf(mean + eps), each element times that. Random rows
+ * spanning 2^-24..2^8, and crafted rows of 16 where the order of the additions shows:
+ * two 16s, then 2^-20 twice, then twelve 2^-50 (squares) sum to 32 + 2^-19 in index
+ * order, each 2^-50 lost against 32, and the mean 2 + 2^-23 is a tie that rounds to 2;
+ * any order that adds some 2^-50 together first (backwards, a tree, a register of
+ * lanes across the columns) keeps them, and the mean rounds up. Row counts and lengths
+ * leave the kernel's groups of eight rows and eight columns partial. */
+static void test_rms_norm_exact(void) {
+    const int64_t lens[4] = {2048, 67, 9, 16}, rows[3] = {1, 8, 21};
+    for (int c = 0; c < 12; c++) {
+        struct kt_context *ctx = new_ctx();
+        const int64_t ne[4] = {lens[c % 4], rows[c / 4], 1, 1};
+        struct kt_tensor *a = mk(ctx, KT_TYPE_F32, ne, L_CONT, -1, 1);
+        float *x = a->data;
+        for (int64_t k = 0; k < ne[0] * ne[1]; k++) x[k] = ldexpf(rndf() * 2.0f - 1.0f, (int)rnd(33) - 24);
+        if (ne[0] == 16)
+            for (int64_t r = 0; r < ne[1]; r += 2)
+                for (int i = 0; i < 16; i++) x[r * 16 + i] = i < 2 ? 4.0f : i < 4 ? 0x1p-10f : 0x1p-25f;
+        const float eps = 1e-6f;
+        double *want = malloc((size_t)(ne[0] * ne[1]) * sizeof *want);
+        for (int64_t r = 0; r < ne[1]; r++) {
+            const float *xr = x + r * ne[0];
+            const float scale = 1.0f / sqrtf((float)(sum_squares_d(xr, ne[0], true) / (double)ne[0]) + eps);
+            for (int64_t i = 0; i < ne[0]; i++) want[r * ne[0] + i] = (double)(xr[i] * scale);
+            if (ne[0] == 16 && r % 2 == 0) {
+                const float other = 1.0f / sqrtf((float)(sum_squares_d(xr, 16, false) / 16.0) + eps);
+                CHECKF(xr[0] * other != xr[0] * scale, "crafted rms_norm row: the orders agree");
+            }
+        }
+        char label[96];
+        snprintf(label, sizeof label, "RMS_NORM bit for bit [%lld,%lld]", (long long)ne[0], (long long)ne[1]);
+        run_check(ctx, kt_rms_norm(ctx, a, eps), want, 0, 0, label);
+        free(want);
+        kt_free(ctx);
+    }
+}
+
 static void test_argmax(void) {
     for (int c = 0; c < 8; c++) {
         struct kt_context *ctx = new_ctx();
@@ -456,6 +507,7 @@ int main(void) {
     test_binary();
     test_unary();
     test_rows();
+    test_rms_norm_exact();
     test_argmax();
     test_rope();
     test_soft_max();
@@ -468,6 +520,7 @@ int main(void) {
     test_binary();
     test_unary();
     test_rows();
+    test_rms_norm_exact();
     test_rope();
     test_soft_max();
     kt_threadpool_free(pool);

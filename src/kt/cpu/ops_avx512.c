@@ -221,3 +221,36 @@ void kt_cpu_axpy_row_avx512(int64_t n, float *o, float p, const float *v) {
     for (int64_t d = 0; d < n; d += 16)
         _mm512_storeu_ps(o + d, _mm512_fmadd_ps(vp, _mm512_loadu_ps(v + d), _mm512_loadu_ps(o + d)));
 }
+
+/* Eight rows' sums of squares, each in index order: eight columns of the rows at a
+ * time, squared in float, turned so that a register holds one column (lane r: row r),
+ * widened to double and added column after column into the rows' eight double lanes;
+ * the rest of each row one element at a time, in order after them. */
+void kt_cpu_sum_squares8_avx512(int64_t n, const float *const *x, double *sum) {
+    __m512d acc = _mm512_setzero_pd();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 r[8], t[8], u[8];
+        for (int k = 0; k < 8; k++) {
+            r[k] = _mm256_loadu_ps(x[k] + i);
+            r[k] = _mm256_mul_ps(r[k], r[k]);
+        }
+        for (int k = 0; k < 8; k += 2) {
+            t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);     /* rows k, k+1: columns 0 1 | 4 5 */
+            t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]); /* columns 2 3 | 6 7 */
+        }
+        for (int k = 0; k < 8; k += 4) {
+            u[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);     /* rows k..k+3, column 0 | 4 */
+            u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xee); /* column 1 | 5 */
+            u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44); /* column 2 | 6 */
+            u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xee); /* column 3 | 7 */
+        }
+        for (int c = 0; c < 4; c++)
+            acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_permute2f128_ps(u[c], u[4 + c], 0x20)));
+        for (int c = 0; c < 4; c++)
+            acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_permute2f128_ps(u[c], u[4 + c], 0x31)));
+    }
+    _mm512_storeu_pd(sum, acc);
+    for (int k = 0; k < 8; k++)
+        for (int64_t j = i; j < n; j++) sum[k] += (double)(x[k][j] * x[k][j]);
+}

@@ -27,6 +27,9 @@ void kt_cpu_soft_max_row_avx512(int64_t n, float *y, const float *x, const void 
 void kt_cpu_silu_row_avx512(int64_t n, float *y, const float *x);
 void kt_cpu_gelu_row_avx512(int64_t n, float *y, const float *x);
 void kt_cpu_swiglu_row_avx512(int64_t n, float *y, const float *x, const float *g);
+/* sum[r] = the squares of x[r][0..n) added in index order into a double, each
+ * float square widened (rms_norm's sum), for eight rows at once. */
+void kt_cpu_sum_squares8_avx512(int64_t n, const float *const *x, double *sum);
 /* One packed F32 rope row: pair i is (x[2i], x[2i+1]) or, NeoX, (x[i], x[i+n_pairs]), rotated by
  * the angle whose cos/sin are c[i], s[i]; the same fused arithmetic as the scalar loop. y may alias x. */
 void kt_cpu_rope_row_avx512(int64_t n_pairs, bool neox, float *y, const float *x, const float *c,
