@@ -1,7 +1,9 @@
 /*
  * bench_pipes_avx512.c - what one core of this CPU issues per cycle: 512-bit
  * FMA, multiply, add, vpdpbusd, vpmulld and shuffles, alone and in
- * pairs, each as 12 independent instructions per loop turn (no dependency
+ * pairs, and FMA beside loads that convert or broadcast (what the F16 cache
+ * and the attention's broadcasts cost), each as 12 independent instructions
+ * per loop turn (no dependency
  * chain limits them). Cycles come from a chain of dependent integer adds (one a
  * cycle), so no hardware counter is needed. The ceilings the README's speed
  * targets are weighed against come from here.
@@ -27,15 +29,22 @@ static double now(void) {
 #define P(A, B, i, j) A " %12, %13, %" #i "\n\t" B " %12, %13, %" #j "\n\t"
 #define BODY(A, B) P(A, B, 0, 1) P(A, B, 2, 3) P(A, B, 4, 5) P(A, B, 6, 7) P(A, B, 8, 9) P(A, B, 10, 11)
 
-static double ghz;
+/* the same with B reading memory (%14): B is given with its source, "op (%14)," */
+#define PM(A, B, i, j) A " %12, %13, %" #i "\n\t" B " %" #j "\n\t"
+#define BODYM(A, B) PM(A, B, 0, 1) PM(A, B, 2, 3) PM(A, B, 4, 5) PM(A, B, 6, 7) PM(A, B, 8, 9) PM(A, B, 10, 11)
 
-#define TIME(NAME, A, B)                                                                                               \
+static double ghz;
+static float mem[64] __attribute__((aligned(64)));
+
+#define TIME(NAME, A, B) TIMED(NAME, BODY(A, B))
+#define TIMEM(NAME, A, B) TIMED(NAME, BODYM(A, B))
+#define TIMED(NAME, TEXT)                                                                                              \
     do {                                                                                                               \
         __m512 r0 = _mm512_set1_ps(1.0f), r1 = r0, r2 = r0, r3 = r0, r4 = r0, r5 = r0, r6 = r0, r7 = r0, r8 = r0,     \
                r9 = r0, r10 = r0, r11 = r0;                                                                            \
         const __m512 u = _mm512_set1_ps(0.5f), w = _mm512_set1_ps(0.25f);                                              \
         const double start = now();                                                                                    \
-        for (long n = 0; n < turns; n++) __asm__ volatile(BODY(A, B) : REGS : "v"(u), "v"(w));                      \
+        for (long n = 0; n < turns; n++) __asm__ volatile(TEXT : REGS : "v"(u), "v"(w), "r"(mem) : "memory");        \
         const double c = (now() - start) * ghz * 1e9 / (double)turns;                                                  \
         printf("%-24s %5.2f cycles per 12 (%.2f a cycle)\n", NAME, c, 12.0 / c);                                        \
         __asm__ volatile("" ::"v"(r0), "v"(r1), "v"(r2), "v"(r3), "v"(r4), "v"(r5), "v"(r6), "v"(r7), "v"(r8), "v"(r9), \
@@ -64,5 +73,10 @@ int main(int argc, char **argv) {
     TIME("vpdpbusd + vpaddd", "vpdpbusd", "vpaddd");
     TIME("vpdpbusd + vpandd", "vpdpbusd", "vpandd");
     TIME("vpdpbusd + vpmulld", "vpdpbusd", "vpmulld");
+    TIMEM("fma + vcvtph2ps mem", "vfmadd231ps", "vcvtph2ps (%14),");
+    TIMEM("fma + vbroadcastss mem", "vfmadd231ps", "vbroadcastss (%14),");
+    TIMEM("fma + vbroadcastf32x4", "vfmadd231ps", "vbroadcastf32x4 (%14),");
+    TIMEM("fma + fma {1to16} mem", "vfmadd231ps", "vfmadd231ps (%14)%{1to16%}, %13,");
+    TIMEM("vpdpbusd + vpbroadcastd", "vpdpbusd", "vpbroadcastd (%14),");
     return 0;
 }
