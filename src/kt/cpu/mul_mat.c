@@ -309,11 +309,22 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
      * was free, the prefetch running into a tile another thread takes) was slower on
      * every 1.1B file, timed in one process on alternating tokens (two runs each, 2
      * threads): tg Q4_K_M 4% and 15%, Q8_0 4% and 5%, Q4_0 2% and 3%, F16 1% and 2%. */
-    const int64_t ntiles = dec ? dec_tiles : nt0 * nt1;
-    for (int64_t t = dec ? kt_cpu_share_next(p) : p->ith; t >= 0 && t < ntiles;
-         t = dec ? kt_cpu_share_next(p) : kt_cpu_chunk_next(p)) {
+    /* Prompts: the last nth tiles go in pieces of 16 rows, so that a thread that takes
+     * the matrix's last work holds the others up for a piece, not a whole tile (a
+     * 64 x 256 Q4_K tile is about 0.1 ms here, and a pp128 has 155 matrices). */
+    const int64_t pieces = tile_r / KT_LANES_ROWS, whole = nt0 * nt1,
+                  split = dec || whole < 2 * p->nth ? 0 : p->nth, first_split = whole - split;
+    const int64_t ntiles = dec ? dec_tiles : whole + split * (pieces - 1);
+    for (int64_t u = dec ? kt_cpu_share_next(p) : p->ith; u >= 0 && u < ntiles;
+         u = dec ? kt_cpu_share_next(p) : kt_cpu_chunk_next(p)) {
+        const int64_t t = dec || u < first_split ? u : first_split + (u - first_split) / pieces;
         int64_t ir0 = (t % nt0) * tile_r, ir1 = ir0 + tile_r < M ? ir0 + tile_r : M;
         int64_t ic0 = (t / nt0) * tile_c, ic1 = ic0 + tile_c < ncols ? ic0 + tile_c : ncols;
+        if (!dec && u >= first_split) {
+            ir0 += (u - first_split) % pieces * KT_LANES_ROWS;
+            if (ir0 >= ir1) continue;
+            if (ir0 + KT_LANES_ROWS < ir1) ir1 = ir0 + KT_LANES_ROWS;
+        }
         if (dec) {
             ir0 = t * dec_rows, ir1 = ir0 + dec_rows < M ? ir0 + dec_rows : M;
             ic0 = 0, ic1 = 1;
