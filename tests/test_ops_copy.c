@@ -231,6 +231,35 @@ static void test_get_rows(void) {
     kt_free(ctx);
 }
 
+/* F32 rows into F16 (how the KV cache is written; on x86 through the kernel table's
+ * F16C converter) bit for bit what kt_fp32_to_fp16 gives, on the values where a
+ * converter can go wrong: NaNs with payloads and signs (every NaN becomes the quiet
+ * 0x7e00), infinities, the edge of overflow (65519 stays, 65520 rounds to inf), ties
+ * at the normal and subnormal ends, subnormals, zeros of both signs; in rows of 37, so
+ * whole groups of eight and a tail. */
+static void test_f16_special(void) {
+    struct kt_context *ctx = new_ctx();
+    const uint32_t bits[] = {0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7fbfffffu, 0x7f800000u, 0xff800000u,
+                             0x477fefffu, 0x477ff000u, 0xc77ff000u, 0x3f801000u, 0x3f803000u, 0x33000000u,
+                             0x33000001u, 0x337fffffu, 0x387fe000u, 0x38800000u, 0x00000001u, 0x80000000u,
+                             0x00000000u, 0x3eaaaaabu, 0xc2f6e979u};
+    const int nb = (int)(sizeof bits / sizeof bits[0]);
+    struct kt_tensor *a = kt_new_tensor_2d(ctx, KT_TYPE_F32, 37, 3);
+    float *x = a->data;
+    for (int k = 0; k < 111; k++) memcpy(&x[k], &bits[(k * 5) % nb], sizeof(float)); /* every one: 5 and nb = 21 coprime */
+    struct kt_tensor *h = kt_cast(ctx, a, KT_TYPE_F16);
+    CHECK(h != NULL);
+    if (h) {
+        run_check(ctx, h, NULL, 0, 0, "CAST f32 -> f16 special values");
+        const kt_fp16_t *got = h->data;
+        int bad = 0;
+        for (int k = 0; k < 111; k++)
+            if (got[k] != kt_fp32_to_fp16(x[k])) bad++;
+        CHECKF(bad == 0, "CAST f32 -> f16 special values: %d of 111 differ from kt_fp32_to_fp16", bad);
+    }
+    kt_free(ctx);
+}
+
 int main(void) {
     pool = kt_threadpool_new(4);
     if (!pool) {
@@ -238,6 +267,7 @@ int main(void) {
         return 1;
     }
     test_cpy();
+    test_f16_special();
     test_concat();
     test_get_rows();
     kt_threadpool_free(pool);
