@@ -246,7 +246,8 @@ static void test_f16_special(void) {
     const int nb = (int)(sizeof bits / sizeof bits[0]);
     struct kt_tensor *a = kt_new_tensor_2d(ctx, KT_TYPE_F32, 37, 3);
     float *x = a->data;
-    for (int k = 0; k < 111; k++) memcpy(&x[k], &bits[(k * 5) % nb], sizeof(float)); /* every one: 5 and nb = 21 coprime */
+    /* every value in turn: 5 and nb = 21 are coprime */
+    for (int k = 0; k < 111; k++) memcpy(&x[k], &bits[(k * 5) % nb], sizeof(float));
     struct kt_tensor *h = kt_cast(ctx, a, KT_TYPE_F16);
     CHECK(h != NULL);
     if (h) {

@@ -11,13 +11,12 @@
 #define COPY_CHUNK 2048
 
 /* Floats into type t: the kernel table's pick for this CPU (for F16, F16C's rounding:
- * the same bytes as the scalar loop), else the type's own. Writing the KV cache through
- * the scalar loop took 4.4-5.8 ms of a graph (KT_CPU_PROFILE=1 kiln bench -p 128, 1.1B
- * Q4_0), 0.6-0.7 ms through F16C. */
+ * the same bytes as the scalar loop; the type's own from_float where there is no
+ * pick), else the reference. Writing the KV cache through the scalar loop took 4.4-5.8
+ * ms of a graph (KT_CPU_PROFILE=1 kiln bench -p 128, 1.1B Q4_0), 0.6-0.7 ms through F16C. */
 static kt_from_float_fn quantizer(enum kt_type t) {
-    const struct kt_type_traits *tr = kt_get_type_traits(t);
     const kt_from_float_fn f = kt_cpu_from_float(t);
-    return f ? f : tr->from_float ? tr->from_float : tr->from_float_ref;
+    return f ? f : kt_get_type_traits(t)->from_float_ref;
 }
 
 static bool is_scalar_float(enum kt_type t) {
