@@ -8,9 +8,12 @@
  *   - element-wise ops, rows, rope, get_rows, copies into F32/F16: 1e-10 (float rounding);
  *   - mul_mat on every weight type: against the CPU multiplying the weights
  *     dequantized to F32 (so the GPU's own dequantization is what is checked), 1e-9;
+ *     decoding on quantized weights multiplies int8 quants of the activations, so
+ *     there the CPU's activations go through Q8_0 and back (see act());
  *     more than 16 columns go through cuBLAS with F16 operands: 2e-6 (with
  *     KILN_CUDA_NO_CUBLAS=1, kiln's own F32 tiles: 1e-9);
- *   - fused attention over F16/F32/Q8_0 caches with masks and cell orders: 1e-9.
+ *   - fused attention over F16/F32/Q8_0 caches with masks and cell orders: 1e-9;
+ *     prompts (32 tokens or more) over F16 caches run on the tensor cores: 2e-6.
  * Ops the backend refuses must be refused (supports_op) and still run on the
  * CPU through the scheduler (one mixed graph at the end). Without a CUDA build
  * or a GPU the test says why and is skipped (exit 77).
@@ -49,6 +52,15 @@ static struct kt_tensor *weight(struct kt_context *ctx, bool ref, enum kt_type t
                                 int64_t n2) {
     if (!ref) return leaf(ctx, type, n0, n1, n2, 1);
     return kt_format_name(f32(ctx, n0, n1, n2), "deq:%d", (int)type);
+}
+
+/* Activations for a product with weights of type wt: decoding (16 columns or fewer) on
+ * quantized weights with 16-byte rows goes through int8 dot products on activations
+ * quantized like the CPU's Q8_0, so the CPU reference gets them through Q8_0 and back. */
+static struct kt_tensor *act(struct kt_context *ctx, bool ref, enum kt_type wt, int64_t K, int64_t n, int64_t n2) {
+    struct kt_tensor *t = f32(ctx, K, n, n2);
+    const bool int8 = kt_is_quantized(wt) && n <= 16 && kt_row_size(wt, K) % 16 == 0;
+    return ref && int8 ? kt_format_name(t, "deq:%d", (int)KT_TYPE_Q8_0) : t;
 }
 
 static int64_t rnd(uint64_t *s, int64_t lo, int64_t hi) { return lo + (int64_t)(tu_rand_u64(s) % (uint64_t)(hi - lo + 1)); }
@@ -114,11 +126,18 @@ static struct kt_tensor *build_case(int c, struct kt_context *ctx, struct kt_con
             char text[64];
             snprintf(text, sizeof text, "mul_mat %s x %lld", kt_type_name(wtypes[w]), (long long)mm_cols[nc]);
             const int64_t K = 256 * rnd(s, 1, 3), M = rnd(s, 1, 80);
-            CASE(text, kt_mul_mat(ctx, weight(ctx, ref, wtypes[w], K, M, 1), f32(ctx, K, mm_cols[nc], 1)));
+            CASE(text, kt_mul_mat(ctx, weight(ctx, ref, wtypes[w], K, M, 1), act(ctx, ref, wtypes[w], K, mm_cols[nc], 1)));
         }
-    CASE("mul_mat broadcast", kt_mul_mat(ctx, weight(ctx, ref, KT_TYPE_Q8_0, 64, 24, 2), f32(ctx, 64, 5, 4)));
-    CASE("mul_mat row view", (a = weight(ctx, ref, KT_TYPE_Q4_0, 128, 48, 1),
-                              kt_mul_mat(ctx, kt_view_2d(ctx, a, 128, 16, a->nb[1], 16 * a->nb[1]), f32(ctx, 128, 3, 1))));
+    CASE("mul_mat broadcast", kt_mul_mat(ctx, weight(ctx, ref, KT_TYPE_Q8_0, 64, 24, 2), act(ctx, ref, KT_TYPE_Q8_0, 64, 5, 4)));
+    CASE("mul_mat row view", (a = weight(ctx, ref, KT_TYPE_Q4_0, 256, 48, 1),
+                              kt_mul_mat(ctx, kt_view_2d(ctx, a, 256, 16, a->nb[1], 16 * a->nb[1]),
+                                         act(ctx, ref, KT_TYPE_Q4_0, 256, 3, 1))));
+    /* rows of 54 bytes: not whole 16-byte vectors, so decoding dequantizes to float */
+    CASE("mul_mat q4_0 rows of 96", kt_mul_mat(ctx, weight(ctx, ref, KT_TYPE_Q4_0, 96, 33, 1), f32(ctx, 96, 2, 1)));
+    CASE("mul_mat q6_k rows of 4096 x 3", kt_mul_mat(ctx, weight(ctx, ref, KT_TYPE_Q6_K, 4096, 20, 1),
+                                                     act(ctx, ref, KT_TYPE_Q6_K, 4096, 3, 1)));
+    CASE("mul_mat q4_0 rows of 5120", kt_mul_mat(ctx, weight(ctx, ref, KT_TYPE_Q4_0, 5120, 40, 1),
+                                                 act(ctx, ref, KT_TYPE_Q4_0, 5120, 1, 1)));
     static const enum kt_type cache_types[] = {KT_TYPE_F16, KT_TYPE_F32, KT_TYPE_Q8_0};
     for (int ct = 0; ct < 3; ct++)
         for (int ordered = 0; ordered < 2; ordered++) {
@@ -134,6 +153,12 @@ static struct kt_tensor *build_case(int c, struct kt_context *ctx, struct kt_con
     CASE("attn prompt f16 T=80 H=8/2", kt_attn_ext(ctx, f32(ctx, 64, 8, 80), leaf(ctx, KT_TYPE_F16, 64, 150, 2, 1),
                                                   leaf(ctx, KT_TYPE_F16, 64, 150, 2, 1),
                                                   named(f32(ctx, 150, 80, 1), "mask"), ids(ctx, 150, 150), 0.125f));
+    CASE("attn prompt f16 D=128 T=100 H=8/8", kt_attn_ext(ctx, f32(ctx, 128, 8, 100), leaf(ctx, KT_TYPE_F16, 128, 230, 8, 1),
+                                                        leaf(ctx, KT_TYPE_F16, 128, 230, 8, 1),
+                                                        named(f32(ctx, 230, 100, 1), "mask"), NULL, 0.09f));
+    CASE("attn prompt f16 no mask T=33 H=4/1", kt_attn_ext(ctx, f32(ctx, 64, 4, 33), leaf(ctx, KT_TYPE_F16, 64, 70, 1, 1),
+                                                         leaf(ctx, KT_TYPE_F16, 64, 70, 1, 1), NULL,
+                                                         ids(ctx, 70, 75), 0.125f));
 #undef CASE
     return NULL;
 }
@@ -252,6 +277,10 @@ static bool run_case(int c, struct kt_backend *gpu) {
             double tol = r0->op == KT_OP_MUL_MAT || r0->op == KT_OP_ATTN ? 1e-9 : 1e-10;
             /* more than 16 columns go through cuBLAS with F16 operands (each rounded to 11 bits) */
             if (r0->op == KT_OP_MUL_MAT && r0->src[1]->ne[1] > 16 && g_cublas) tol = 2e-6;
+            /* prompts' attention over F16 caches (32 tokens or more) runs on the tensor cores
+             * with the queries and probabilities rounded to F16 */
+            if (r0->op == KT_OP_ATTN && r0->src[0]->ne[2] >= 32 && r0->src[1]->type == KT_TYPE_F16) tol = 2e-6;
+            if (getenv("KILN_TEST_NMSE")) fprintf(stderr, "%s: nmse %.3g\n", label, e);
             CHECKF(e <= tol, "%s: nmse %.3g > %.1g", label, e, tol);
             if (!(e <= tol)) {
                 tu_close(label, v1, v0, n, 1e-4, 1e-3);

@@ -47,6 +47,19 @@ static inline bool kt_cu_type_readable(enum kt_type t) {
     }
 }
 
+#define WARP 32
+
+/* Sum or max over a warp; every lane gets it. */
+template <typename V>
+__device__ __forceinline__ V warp_sum(V v) {
+    for (int o = WARP / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = WARP / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
 __device__ __forceinline__ float kt_cu_h(const uint8_t *p) {
     __half h;
     memcpy(&h, p, 2);
@@ -145,9 +158,16 @@ bool kt_cu_cublas(void);
 /* scratch: device memory of at least kt_cu_*_scratch() bytes (NULL when that is 0) */
 size_t kt_cu_mul_mat_scratch(const kt_cu_t &dst, const kt_cu_t &a, const kt_cu_t &b);
 void kt_cu_mul_mat(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b, void *scratch);
+/* decoding on quantized weights through int8 dot products (mmvq_cuda.cu): the scratch it
+ * needs (0 where it does not apply), and the product (false, nothing queued, where not) */
+size_t kt_cu_mmvq_scratch(const kt_cu_t &a, const kt_cu_t &b);
+bool kt_cu_mmvq(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b, void *scratch);
 size_t kt_cu_attn_scratch(const kt_cu_t &q, const kt_cu_t &k);
 void kt_cu_attn(cudaStream_t s, kt_cu_t dst, kt_cu_t q, kt_cu_t k, kt_cu_t v, const kt_cu_t *mask,
                 const int32_t *order, float scale, void *scratch);
+/* prompts' attention on tensor cores (fattn_cuda.cu): false, nothing queued, where it does not apply */
+bool kt_cu_attn_tc(cudaStream_t s, kt_cu_t dst, kt_cu_t q, kt_cu_t k, kt_cu_t v, const kt_cu_t *mask,
+                   const int32_t *order, float scale);
 void kt_cu_argmax(cudaStream_t s, kt_cu_t dst, kt_cu_t a);
 
 #endif

@@ -16,8 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define WARP 32
-
 /* Byte offset of element (i0..i3) in t. */
 __device__ __forceinline__ int64_t off4(const kt_cu_t &t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     return i0 * t.nb[0] + i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];
@@ -31,15 +29,6 @@ __device__ __forceinline__ void unravel(const kt_cu_t &t, int64_t e, int64_t *i)
     e /= t.ne[1];
     i[2] = e % t.ne[2];
     i[3] = e / t.ne[2];
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = WARP / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = WARP / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
 }
 
 /* Block-wide sum or max (blockDim.x a multiple of 32, at most 1024); every thread gets it. */
@@ -320,14 +309,8 @@ __device__ __forceinline__ void deq4(const char *row, int64_t ch, int sub, float
 }
 
 /* Eight lanes per chunk (lane = 8 * chunk-in-step + sub), four chunks per warp step:
- * the weights' blocks and the activations are read in whole consecutive lines. */
-/* The 32 weights of chunk ch of a row, as the CPU's to_float makes them. */
-template <int T>
-__device__ __forceinline__ void deq32(const char *row, int64_t ch, float *w) {
-#pragma unroll
-    for (int sub = 0; sub < 8; sub++) deq4<T>(row, ch, sub, w + 4 * sub);
-}
-
+ * the weights' blocks and the activations are read in whole consecutive lines. (Used
+ * where mmvq_cuda.cu's int8 path does not apply: F32/F16 weights, unaligned rows.) */
 template <int T>
 __global__ void k_mul_mat_vec(kt_cu_t d, kt_cu_t a, kt_cu_t b) {
     const int64_t wi = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / WARP;
@@ -481,18 +464,17 @@ static bool blas_ready(void) {
 
 bool kt_cu_cublas(void) { return blas_ready(); }
 
-/* Rows of a (any readable type) to F16, row after row: out[m * K + k]; a thread per
- * 32-element chunk (rows a whole number of chunks, as quantized rows are), else per element. */
+/* Rows of a (any readable type) to F16, row after row: out[m * K + k]. Rows a whole
+ * number of chunks (as quantized rows are): eight lanes per chunk, four weights each,
+ * so that a warp writes 256 consecutive bytes; else a thread per element. */
 template <int T>
 __global__ void k_to_f16(__half *out, kt_cu_t a, int64_t n_ch) {
-    const int64_t ch = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, m = blockIdx.y;
-    if (ch >= n_ch) return;
-    const char *row = a.data + m * a.nb[1];
-    __half2 *o = (__half2 *)(out + m * a.ne[0] + ch * 32);
-    float w[32];
-    deq32<T>(row, ch, w);
-#pragma unroll
-    for (int j = 0; j < 16; j++) o[j] = __floats2half2_rn(w[2 * j], w[2 * j + 1]);
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, m = blockIdx.y;
+    if (t >= n_ch * 8) return;
+    float w[4];
+    deq4<T>(a.data + m * a.nb[1], t / 8, (int)(t % 8), w);
+    __half2 h[2] = {__floats2half2_rn(w[0], w[1]), __floats2half2_rn(w[2], w[3])};
+    *(uint2 *)(out + m * a.ne[0] + 4 * t) = *(const uint2 *)h;
 }
 
 template <int T>
@@ -513,7 +495,7 @@ static bool chunk_aligned(const kt_cu_t &a) {
 template <int T>
 static void to_f16(cudaStream_t s, __half *out, const kt_cu_t &a, int64_t rows) {
     if (chunk_aligned<T>(a) && rows < 65536)
-        k_to_f16<T><<<dim3(grid_for(a.ne[0] / 32, 128), (unsigned)rows), 128, 0, s>>>(out, a, a.ne[0] / 32);
+        k_to_f16<T><<<dim3(grid_for(a.ne[0] / 4, 256), (unsigned)rows), 256, 0, s>>>(out, a, a.ne[0] / 32);
     else
         k_to_f16_any<T><<<grid_for(a.ne[0] * rows, 256), 256, 0, s>>>(out, a, a.ne[0] * rows);
 }
@@ -525,6 +507,7 @@ static bool use_blas(const kt_cu_t &dst, const kt_cu_t &a, const kt_cu_t &b) {
 }
 
 size_t kt_cu_mul_mat_scratch(const kt_cu_t &dst, const kt_cu_t &a, const kt_cu_t &b) {
+    if (b.ne[1] <= 2 * MV_COLS) return kt_cu_mmvq_scratch(a, b);
     if (!use_blas(dst, a, b)) return 0;
     return ((size_t)a.ne[0] * (size_t)a.ne[1] + (size_t)b.ne[0] * (size_t)b.ne[1]) * sizeof(__half) + 256;
 }
@@ -533,6 +516,7 @@ template <int T>
 static void mul_mat_t(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b, void *scratch) {
     const int64_t M = a.ne[1], N = b.ne[1], K = a.ne[0], B23 = b.ne[2] * b.ne[3];
     if (N <= 2 * MV_COLS) {
+        if (kt_cu_mmvq(s, dst, a, b, scratch)) return;
         const int64_t warps = M * B23;
         const bool chunks = chunk_aligned<T>(a) && a.nb[2] % 16 == 0 && a.nb[3] % 16 == 0 && b.nb[0] == 4 &&
                             b.nb[1] % 16 == 0 && b.nb[2] % 16 == 0 && b.nb[3] % 16 == 0 && (uintptr_t)b.data % 16 == 0;
@@ -680,7 +664,7 @@ size_t kt_cu_attn_scratch(const kt_cu_t &q, const kt_cu_t &k) {
 void kt_cu_attn(cudaStream_t s, kt_cu_t dst, kt_cu_t q, kt_cu_t k, kt_cu_t v, const kt_cu_t *mask,
                 const int32_t *order, float scale, void *scratch) {
     const int64_t units = q.ne[1] * q.ne[2];
-    if (!units) return;
+    if (!units || kt_cu_attn_tc(s, dst, q, k, v, mask, order, scale)) return;
     const int sp = scratch ? attn_splits(q, k) : 1;
     const int64_t L = (k.ne[1] + sp - 1) / sp;
     kt_cu_t m = mask ? *mask : q;
