@@ -97,6 +97,8 @@ static struct kt_tensor *build_case(int c, struct kt_context *ctx, struct kt_con
     CASE("rms_norm", kt_rms_norm(ctx, f32(ctx, n0 * 8, n1, n2), 1e-6f));
     CASE("norm", kt_norm(ctx, f32(ctx, n0, n1, n2), 1e-5f));
     CASE("rms_norm x weight", kt_mul(ctx, kt_rms_norm(ctx, f32(ctx, n0, n1, n2), 1e-5f), f32(ctx, n0, 1, 1)));
+    CASE("rms_norm x weight, rows of 4096", kt_mul(ctx, kt_rms_norm(ctx, f32(ctx, 4096, n1, n2), 1e-5f), f32(ctx, 4096, 1, 1)));
+    CASE("norm x weight, rows of 320", kt_mul(ctx, kt_norm(ctx, f32(ctx, 320, n1, n2), 1e-5f), f32(ctx, 320, 1, 1)));
     CASE("argmax", kt_argmax(ctx, f32(ctx, n0 * 40, n1, 1)));
     CASE("soft_max", kt_soft_max(ctx, f32(ctx, n0, n1, n2)));
     CASE("soft_max mask scale", kt_soft_max_ext(ctx, f32(ctx, n0, n1, n2), named(f32(ctx, n0, n1, 1), "mask"), 0.3f, 0.0f));
@@ -136,6 +138,10 @@ static struct kt_tensor *build_case(int c, struct kt_context *ctx, struct kt_con
     CASE("mul_mat q4_0 rows of 96", kt_mul_mat(ctx, weight(ctx, ref, KT_TYPE_Q4_0, 96, 33, 1), f32(ctx, 96, 2, 1)));
     CASE("mul_mat q6_k rows of 4096 x 3", kt_mul_mat(ctx, weight(ctx, ref, KT_TYPE_Q6_K, 4096, 20, 1),
                                                      act(ctx, ref, KT_TYPE_Q6_K, 4096, 3, 1)));
+    /* the second product takes the first one's int8 quants of the shared input */
+    CASE("mul_mat q4_0 + q4_k on one input", (b = act(ctx, ref, KT_TYPE_Q4_0, 512, 3, 1),
+                                              kt_add(ctx, kt_mul_mat(ctx, weight(ctx, ref, KT_TYPE_Q4_0, 512, 40, 1), b),
+                                                     kt_mul_mat(ctx, weight(ctx, ref, KT_TYPE_Q4_K, 512, 40, 1), b))));
     CASE("mul_mat q4_0 rows of 5120", kt_mul_mat(ctx, weight(ctx, ref, KT_TYPE_Q4_0, 5120, 40, 1),
                                                  act(ctx, ref, KT_TYPE_Q4_0, 5120, 1, 1)));
     static const enum kt_type cache_types[] = {KT_TYPE_F16, KT_TYPE_F32, KT_TYPE_Q8_0};

@@ -142,6 +142,11 @@ static const struct kt_buffer_type_i cu_buft_i = {cu_buft_name, cu_buft_alloc, c
 struct cu_backend {
     void *scratch;
     size_t scratch_size;
+    /* the tensor (and its address) whose int8 quants the scratch holds, so that the
+     * products sharing an input (q, k, v; gate, up) quantize it once per graph; NULL
+     * once anything may have changed either */
+    const struct kt_tensor *q8_of;
+    const void *q8_data;
     /* KILN_CUDA_PROFILE=1: each node timed alone (events around it, then a wait), summed
      * per op and printed when the backend is freed */
     bool profile;
@@ -174,6 +179,7 @@ static void *scratch(struct cu_backend *c, cudaStream_t s, size_t need) {
     if (need <= c->scratch_size) return c->scratch;
     const size_t size = (need + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
     cudaStreamSynchronize(s);
+    c->q8_of = NULL;
     if (c->scratch) cudaFree(c->scratch);
     c->scratch = NULL;
     c->scratch_size = 0;
@@ -229,6 +235,16 @@ static bool cu_supports_buft(const struct kt_backend *b, const struct kt_buffer_
     return buft == &cu_of(b->device)->buft;
 }
 
+/* Whether the kernels queued for node t were launched. */
+static enum kt_status cu_launched(const struct kt_tensor *t) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        kt_set_error("CUDA: %s '%s': %s", kt_op_name(t->op), t->name, cudaGetErrorString(e));
+        return KT_STATUS_FAILED;
+    }
+    return KT_STATUS_SUCCESS;
+}
+
 static enum kt_status cu_compute_node(struct cu_backend *c, cudaStream_t s, struct kt_tensor *t) {
     struct kt_tensor *a = t->src[0], *b = t->src[1];
     const kt_cu_t d = kt_cu_desc(t);
@@ -243,7 +259,7 @@ static enum kt_status cu_compute_node(struct cu_backend *c, cudaStream_t s, stru
         kt_cu_unary(s, t->op, d, kt_cu_desc(a), 0.0f, 0.0f);
         break;
     case KT_OP_NORM: case KT_OP_RMS_NORM:
-        kt_cu_norm(s, t->op == KT_OP_RMS_NORM, d, kt_cu_desc(a), kt_get_op_param_f32(t, 0));
+        kt_cu_norm(s, t->op == KT_OP_RMS_NORM, d, kt_cu_desc(a), kt_get_op_param_f32(t, 0), NULL, NULL);
         break;
     case KT_OP_ARGMAX:
         kt_cu_argmax(s, d, kt_cu_desc(a));
@@ -274,7 +290,9 @@ static enum kt_status cu_compute_node(struct cu_backend *c, cudaStream_t s, stru
         const size_t need = kt_cu_mul_mat_scratch(d, da, db);
         void *sp = need ? scratch(c, s, need) : NULL;
         if (need && !sp) return KT_STATUS_FAILED;
-        kt_cu_mul_mat(s, d, da, db, sp);
+        const bool reuse = c->q8_of == b && c->q8_data == b->data;
+        c->q8_of = kt_cu_mul_mat(s, d, da, db, sp, reuse) ? b : NULL;
+        c->q8_data = b->data;
         break;
     }
     case KT_OP_ATTN: {
@@ -283,6 +301,7 @@ static enum kt_status cu_compute_node(struct cu_backend *c, cudaStream_t s, stru
         const size_t need = kt_cu_attn_scratch(dq, dk);
         void *sp = need ? scratch(c, s, need) : NULL;
         if (need && !sp) return KT_STATUS_FAILED;
+        if (need) c->q8_of = NULL;
         kt_cu_attn(s, d, dq, dk, kt_cu_desc(t->src[2]), t->src[3] ? &m : NULL,
                    t->src[4] ? (const int32_t *)t->src[4]->data : NULL, kt_get_op_param_f32(t, 0), sp);
         break;
@@ -291,23 +310,37 @@ static enum kt_status cu_compute_node(struct cu_backend *c, cudaStream_t s, stru
         kt_set_error("CUDA: op %s is not supported", kt_op_name(t->op));
         return KT_STATUS_FAILED;
     }
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        kt_set_error("CUDA: %s '%s': %s", kt_op_name(t->op), t->name, cudaGetErrorString(e));
-        return KT_STATUS_FAILED;
-    }
-    return KT_STATUS_SUCCESS;
+    return cu_launched(t);
+}
+
+/* Whether node t writes any byte of u (a cpy writes its destination). */
+static bool writes_into(const struct kt_tensor *t, const struct kt_tensor *u) {
+    if (t->op == KT_OP_CPY) t = t->src[1];
+    const char *t0 = (const char *)t->data, *u0 = (const char *)u->data;
+    return t0 < u0 + kt_nbytes(u) && u0 < t0 + kt_nbytes(t);
 }
 
 static enum kt_status cu_graph_compute(struct kt_backend *b, struct kt_cgraph *gf) {
     struct cu_device *dev = cu_of(b->device);
+    struct cu_backend *c = (struct cu_backend *)b->context;
     cudaSetDevice(dev->id);
+    c->q8_of = NULL; /* inputs may have been set since */
     for (int i = 0; i < gf->n_nodes; i++) {
         struct kt_tensor *t = gf->nodes[i];
         if (t->op == KT_OP_NONE || kt_is_view_op(t->op) || kt_nelements(t) == 0) continue;
-        struct cu_backend *c = (struct cu_backend *)b->context;
+        if (c->q8_of && t->op != KT_OP_MUL_MAT && writes_into(t, c->q8_of)) c->q8_of = NULL;
         if (c->profile) cudaEventRecord(c->ev[0], dev->stream);
-        enum kt_status st = cu_compute_node(c, dev->stream, t);
+        /* a norm and the multiply by its weight row that follows it: one pass */
+        struct kt_tensor *u = i + 1 < gf->n_nodes ? gf->nodes[i + 1] : NULL;
+        if ((t->op == KT_OP_RMS_NORM || t->op == KT_OP_NORM) && u && u->op == KT_OP_MUL && u->src[0] == t) {
+            const kt_cu_t dt = kt_cu_desc(t), dw = kt_cu_desc(u->src[1]), du = kt_cu_desc(u);
+            if (kt_cu_norm(dev->stream, t->op == KT_OP_RMS_NORM, dt, kt_cu_desc(t->src[0]), kt_get_op_param_f32(t, 0),
+                           &dw, &du)) {
+                if (c->q8_of && writes_into(u, c->q8_of)) c->q8_of = NULL;
+                i++;
+            }
+        }
+        enum kt_status st = t == gf->nodes[i] ? cu_compute_node(c, dev->stream, t) : cu_launched(t);
         if (st != KT_STATUS_SUCCESS) return st;
         if (c->profile) {
             float ms = 0.0f;

@@ -147,7 +147,9 @@ __device__ __forceinline__ float kt_cu_load(int type, const char *row, int64_t k
 /* ---- launchers (ops_cuda.cu); each returns after queuing on stream s */
 void kt_cu_binary(cudaStream_t s, int op, kt_cu_t dst, kt_cu_t a, kt_cu_t b); /* add sub mul div swiglu */
 void kt_cu_unary(cudaStream_t s, int op, kt_cu_t dst, kt_cu_t a, float p0, float p1);
-void kt_cu_norm(cudaStream_t s, bool rms, kt_cu_t dst, kt_cu_t a, float eps);
+/* norm or rms_norm of a's rows; with w (one row), also md = dst times w, in the same pass:
+ * false, nothing queued, where that fused form does not apply */
+bool kt_cu_norm(cudaStream_t s, bool rms, kt_cu_t dst, kt_cu_t a, float eps, const kt_cu_t *w, const kt_cu_t *md);
 void kt_cu_rope(cudaStream_t s, kt_cu_t dst, kt_cu_t a, const int32_t *pos, int64_t pos_stride, const float *ff,
                 const struct kt_rope_params *rp);
 void kt_cu_soft_max(cudaStream_t s, kt_cu_t dst, kt_cu_t a, const kt_cu_t *mask, float scale);
@@ -157,11 +159,13 @@ void kt_cu_copy(cudaStream_t s, kt_cu_t dst, kt_cu_t a); /* any layout; F32/F16 
 bool kt_cu_cublas(void);
 /* scratch: device memory of at least kt_cu_*_scratch() bytes (NULL when that is 0) */
 size_t kt_cu_mul_mat_scratch(const kt_cu_t &dst, const kt_cu_t &a, const kt_cu_t &b);
-void kt_cu_mul_mat(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b, void *scratch);
+/* true when it went through int8 quants of b, which scratch then holds; with quantized,
+ * scratch already holds them (from the last product on the same b) */
+bool kt_cu_mul_mat(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b, void *scratch, bool quantized);
 /* decoding on quantized weights through int8 dot products (mmvq_cuda.cu): the scratch it
  * needs (0 where it does not apply), and the product (false, nothing queued, where not) */
 size_t kt_cu_mmvq_scratch(const kt_cu_t &a, const kt_cu_t &b);
-bool kt_cu_mmvq(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b, void *scratch);
+bool kt_cu_mmvq(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b, void *scratch, bool quantized);
 size_t kt_cu_attn_scratch(const kt_cu_t &q, const kt_cu_t &k);
 void kt_cu_attn(cudaStream_t s, kt_cu_t dst, kt_cu_t q, kt_cu_t k, kt_cu_t v, const kt_cu_t *mask,
                 const int32_t *order, float scale, void *scratch);

@@ -6,8 +6,8 @@
  * block, exactly as the CPU's Q8_0 reference does (d = amax/127, quants
  * roundf(x/d), d kept as fp16), with each block's quant sum beside it. Each
  * warp then takes one weight row: the row is streamed in segments of 2048
- * weights through shared memory in 16-byte coalesced loads (the next segment
- * is in flight while the current one is used), and each lane takes whole
+ * weights through shared memory by 16-byte asynchronous copies (three
+ * segments in flight while one is used), and each lane takes whole
  * 32-weight chunks of the segment: an exact integer sum of quant products per
  * chunk (and per 16 for Q6_K), scaled in float. Products of quantized weights
  * with these blocks are the products of their dequantized values, summed in
@@ -15,8 +15,11 @@
  */
 #include "cuda_impl.cuh"
 
+#include <cuda_pipeline.h>
+
 #define MMVQ_WARPS 4
 #define MMVQ_COLS 8
+#define MMVQ_STAGES 4
 #define SEG_ELEMS 2048
 
 /* Block bytes and block elements of the types this file reads. */
@@ -66,7 +69,7 @@ __device__ __forceinline__ float chunk_dot(const uint8_t *w, int ch, const int *
         int s = 0;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const int v = ld2x2(qs + 4 * i);
+            const int v = T == KT_TYPE_Q4_1 ? ld4(qs + 4 * i) : ld2x2(qs + 4 * i);
             s = __dp4a(v & 0x0F0F0F0F, x[i], s);
             s = __dp4a((v >> 4) & 0x0F0F0F0F, x[i + 4], s);
         }
@@ -78,7 +81,7 @@ __device__ __forceinline__ float chunk_dot(const uint8_t *w, int ch, const int *
         int s = 0;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const int v = ld2x2(qs + 4 * i);
+            const int v = T == KT_TYPE_Q5_1 ? ld4(qs + 4 * i) : ld2x2(qs + 4 * i);
             s = __dp4a((v & 0x0F0F0F0F) | spread4(qh >> (4 * i)), x[i], s);
             s = __dp4a(((v >> 4) & 0x0F0F0F0F) | spread4(qh >> (16 + 4 * i)), x[i + 4], s);
         }
@@ -124,6 +127,39 @@ __device__ __forceinline__ float chunk_dot(const uint8_t *w, int ch, const int *
     }
 }
 
+/* Q4_0 and Q8_0 blocks two at a time, from the 9 (17) words of the pair: bytes 2..17
+ * (2..33) of the first block straddle words, the second block's quants are whole words. */
+#define QT_PAIR_WORDS(T) ((T) == KT_TYPE_Q4_0 ? 9 : 17)
+
+__device__ __forceinline__ float h_lo(uint32_t u) { return __half2float(__ushort_as_half((unsigned short)(u & 0xffffu))); }
+__device__ __forceinline__ float h_hi(uint32_t u) { return __half2float(__ushort_as_half((unsigned short)(u >> 16))); }
+
+template <int T>
+__device__ __forceinline__ float pair_dot(const uint32_t *u, const int *x, float4 dsx, float acc) {
+    if (T == KT_TYPE_Q4_0) {
+        int s0 = 0, s1 = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int v0 = (int)__byte_perm(u[i], u[i + 1], 0x5432), v1 = (int)u[5 + i];
+            s0 = __dp4a(v0 & 0x0F0F0F0F, x[i], s0);
+            s0 = __dp4a((v0 >> 4) & 0x0F0F0F0F, x[i + 4], s0);
+            s1 = __dp4a(v1 & 0x0F0F0F0F, x[8 + i], s1);
+            s1 = __dp4a((v1 >> 4) & 0x0F0F0F0F, x[12 + i], s1);
+        }
+        acc = fmaf((float)(s0 - 8 * (int)dsx.y), h_lo(u[0]) * dsx.x, acc);
+        return fmaf((float)(s1 - 8 * (int)dsx.w), h_hi(u[4]) * dsx.z, acc);
+    } else {
+        int s0 = 0, s1 = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            s0 = __dp4a((int)__byte_perm(u[i], u[i + 1], 0x5432), x[i], s0);
+            s1 = __dp4a((int)u[9 + i], x[8 + i], s1);
+        }
+        acc = fmaf((float)s0, h_lo(u[0]) * dsx.x, acc);
+        return fmaf((float)s1, h_hi(u[8]) * dsx.z, acc);
+    }
+}
+
 /* Activations: one warp per 32-value block of a column (columns in (n, i2, i3) order). */
 __global__ void k_quant_q8(kt_cu_t b, int8_t *q, float2 *ds, int64_t n_blocks) {
     const int64_t wi = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / WARP;
@@ -140,67 +176,87 @@ __global__ void k_quant_q8(kt_cu_t b, int8_t *q, float2 *ds, int64_t n_blocks) {
     if (lane == 0) ds[wi] = make_float2(__half2float(__float2half_rn(d)), (float)s);
 }
 
-/* One warp per (weight row, i2, i3); up to MMVQ_COLS columns per pass over the row. */
-template <int T>
+/* Segment sg of a row (row_vecs 16-byte vectors) into buf by asynchronous copies of this
+ * lane's vectors, as one commit group (empty past the row's end, so that every lane
+ * counts the same groups). */
+template <int NV>
+__device__ __forceinline__ void issue_seg(uint4 *buf, const uint4 *row, int64_t sg, int64_t row_vecs, int lane) {
+    const int64_t v0 = sg * NV;
+    for (int i = lane; i < NV && v0 + i < row_vecs; i += WARP) __pipeline_memcpy_async(buf + i, row + v0 + i, 16);
+    __pipeline_commit();
+}
+
+/* One warp per (weight row, i2, i3); up to NC columns per pass over the row. The
+ * row's segments go through MMVQ_STAGES buffers, the next MMVQ_STAGES - 1 in flight
+ * while one is used. */
+template <int T, int NC>
 __global__ void __launch_bounds__(MMVQ_WARPS *WARP, 8) k_mmvq(kt_cu_t d, kt_cu_t a, kt_cu_t b, const int8_t *qx,
-                                                          const float2 *ds) {
-    constexpr int NV = seg_vecs<T>(), PER = (NV + WARP - 1) / WARP;
-    __shared__ uint4 sm[MMVQ_WARPS][NV];
+                                                             const float2 *ds) {
+    constexpr int NV = seg_vecs<T>();
+    __shared__ uint4 sm[MMVQ_WARPS][MMVQ_STAGES][NV];
     const int lane = threadIdx.x % WARP, wl = threadIdx.x / WARP;
-    const int64_t wi = (int64_t)blockIdx.x * MMVQ_WARPS + wl;
-    const int64_t M = a.ne[1], K = a.ne[0], N = b.ne[1];
-    const int64_t m = wi % M, i23 = wi / M, i2 = i23 % b.ne[2], i3 = i23 / b.ne[2];
+    /* 32-bit index arithmetic: mmvq_applies() keeps rows x batches under 2^31 */
+    const int wi = blockIdx.x * MMVQ_WARPS + wl, M = (int)a.ne[1], B2 = (int)b.ne[2];
+    const int64_t K = a.ne[0], N = b.ne[1];
+    const int m = wi % M, i23 = wi / M, i2 = i23 % B2, i3 = i23 / B2;
     if (i3 >= b.ne[3]) return;
-    const uint4 *row = (const uint4 *)(a.data + m * a.nb[1] + i2 / (b.ne[2] / a.ne[2]) * a.nb[2] +
-                                       i3 / (b.ne[3] / a.ne[3]) * a.nb[3]);
+    const uint4 *row = (const uint4 *)(a.data + m * a.nb[1] + i2 / (int)(b.ne[2] / a.ne[2]) * a.nb[2] +
+                                       i3 / (int)(b.ne[3] / a.ne[3]) * a.nb[3]);
     const int64_t row_vecs = K / qt<T>::be * qt<T>::bb / 16, n_seg = (K + SEG_ELEMS - 1) / SEG_ELEMS;
-    const uint8_t *w = (const uint8_t *)sm[wl];
-    for (int64_t n0 = 0; n0 < N; n0 += MMVQ_COLS) {
-        const int nc = (int)(N - n0 < MMVQ_COLS ? N - n0 : MMVQ_COLS);
-        float acc[MMVQ_COLS];
+    for (int64_t n0 = 0; n0 < N; n0 += NC) {
+        const int nc = (int)(N - n0 < NC ? N - n0 : NC);
+        float acc[NC];
 #pragma unroll
-        for (int c = 0; c < MMVQ_COLS; c++) acc[c] = 0.0f;
-        uint4 r[PER];
+        for (int c = 0; c < NC; c++) acc[c] = 0.0f;
+        __syncwarp(); /* the last pass's buffers are no longer read */
 #pragma unroll
-        for (int u = 0; u < PER; u++) {
-            const int i = lane + u * WARP;
-            if (i < NV && i < row_vecs) r[u] = __ldg(row + i);
-        }
+        for (int st = 0; st < MMVQ_STAGES - 1; st++) issue_seg<NV>(sm[wl][st], row, st, row_vecs, lane);
         for (int64_t sg = 0; sg < n_seg; sg++) {
-            const int64_t v0 = sg * NV;
+            issue_seg<NV>(sm[wl][(sg + MMVQ_STAGES - 1) % MMVQ_STAGES], row, sg + MMVQ_STAGES - 1, row_vecs, lane);
+            __pipeline_wait_prior(MMVQ_STAGES - 1);
             __syncwarp();
-#pragma unroll
-            for (int u = 0; u < PER; u++) {
-                const int i = lane + u * WARP;
-                if (i < NV && v0 + i < row_vecs) sm[wl][i] = r[u];
-            }
-            __syncwarp();
-            if (sg + 1 < n_seg) /* the next segment is read while this one is used */
-#pragma unroll
-                for (int u = 0; u < PER; u++) {
-                    const int i = lane + u * WARP;
-                    if (i < NV && v0 + NV + i < row_vecs) r[u] = __ldg(row + v0 + NV + i);
-                }
+            const uint8_t *w = (const uint8_t *)sm[wl][sg % MMVQ_STAGES];
             const int64_t k0 = sg * SEG_ELEMS;
             const int n_ch = (int)((K - k0 < SEG_ELEMS ? K - k0 : SEG_ELEMS) / 32);
-            for (int ch = lane; ch < n_ch; ch += WARP) {
-                const int64_t blk = (k0 >> 5) + ch;
+            if (T == KT_TYPE_Q4_0 || T == KT_TYPE_Q8_0) {
+                /* two chunks per lane: a pair of blocks starts at a 4-byte boundary */
+                for (int p = lane; p < n_ch / 2; p += WARP) {
+                    uint32_t u[QT_PAIR_WORDS(T)];
 #pragma unroll
-                for (int c = 0; c < MMVQ_COLS; c++) {
-                    if (c >= nc) break;
-                    const int64_t col = (n0 + c) + N * i23;
-                    int x[8];
-                    load_x(qx + col * K + blk * 32, x);
-                    const float2 dsx = ds[col * (K / 32) + blk];
-                    acc[c] = chunk_dot<T>(w, ch, x, dsx.x, dsx.y, acc[c]);
+                    for (int i = 0; i < QT_PAIR_WORDS(T); i++) u[i] = ((const uint32_t *)w)[QT_PAIR_WORDS(T) * p + i];
+                    const int64_t blk = (k0 >> 5) + 2 * p;
+#pragma unroll
+                    for (int c = 0; c < NC; c++) {
+                        if (c >= nc) break;
+                        const int64_t col = (n0 + c) + N * i23;
+                        int x[16];
+                        load_x(qx + col * K + blk * 32, x);
+                        load_x(qx + col * K + blk * 32 + 32, x + 8);
+                        const float4 dsx = *(const float4 *)(ds + col * (K / 32) + blk);
+                        acc[c] = pair_dot<T>(u, x, dsx, acc[c]);
+                    }
+                }
+            } else {
+                for (int ch = lane; ch < n_ch; ch += WARP) {
+                    const int64_t blk = (k0 >> 5) + ch;
+#pragma unroll
+                    for (int c = 0; c < NC; c++) {
+                        if (c >= nc) break;
+                        const int64_t col = (n0 + c) + N * i23;
+                        int x[8];
+                        load_x(qx + col * K + blk * 32, x);
+                        const float2 dsx = ds[col * (K / 32) + blk];
+                        acc[c] = chunk_dot<T>(w, ch, x, dsx.x, dsx.y, acc[c]);
+                    }
                 }
             }
+            __syncwarp(); /* before this buffer is filled again */
         }
 #pragma unroll
-        for (int c = 0; c < MMVQ_COLS; c++) {
+        for (int c = 0; c < NC; c++) {
+            if (c >= nc) break;
             const float v = warp_sum(acc[c]);
-            if (lane == 0 && c < nc)
-                *(float *)(d.data + m * d.nb[0] + (n0 + c) * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3]) = v;
+            if (lane == 0) *(float *)(d.data + m * d.nb[0] + (n0 + c) * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3]) = v;
         }
     }
 }
@@ -223,7 +279,7 @@ static bool mmvq_applies(const kt_cu_t &a, const kt_cu_t &b) {
     const int64_t bb = a.type == KT_TYPE_Q4_0 ? 18 : a.type == KT_TYPE_Q4_1 ? 20 : a.type == KT_TYPE_Q5_0 ? 22
                      : a.type == KT_TYPE_Q5_1 ? 24 : a.type == KT_TYPE_Q8_0 ? 34 : a.type == KT_TYPE_Q4_K ? 144
                      : a.type == KT_TYPE_Q5_K ? 176 : 210;
-    return a.ne[0] / be * bb % 16 == 0 && (uintptr_t)a.data % 16 == 0 && a.nb[1] % 16 == 0 && a.nb[2] % 16 == 0 &&
+    return a.ne[0] / be * bb % 16 == 0 && a.ne[1] * b.ne[2] * b.ne[3] < INT32_MAX / 2 && (uintptr_t)a.data % 16 == 0 && a.nb[1] % 16 == 0 && a.nb[2] % 16 == 0 &&
            a.nb[3] % 16 == 0;
 }
 
@@ -236,15 +292,19 @@ size_t kt_cu_mmvq_scratch(const kt_cu_t &a, const kt_cu_t &b) {
 template <int T>
 static void mmvq_t(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b, const int8_t *q, const float2 *ds) {
     const int64_t warps = a.ne[1] * b.ne[2] * b.ne[3];
-    k_mmvq<T><<<(unsigned)((warps + MMVQ_WARPS - 1) / MMVQ_WARPS), MMVQ_WARPS * WARP, 0, s>>>(dst, a, b, q, ds);
+    const unsigned blocks = (unsigned)((warps + MMVQ_WARPS - 1) / MMVQ_WARPS);
+    if (b.ne[1] == 1) /* decoding one sequence: registers for one column */
+        k_mmvq<T, 1><<<blocks, MMVQ_WARPS * WARP, 0, s>>>(dst, a, b, q, ds);
+    else
+        k_mmvq<T, MMVQ_COLS><<<blocks, MMVQ_WARPS * WARP, 0, s>>>(dst, a, b, q, ds);
 }
 
-bool kt_cu_mmvq(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b, void *scratch) {
+bool kt_cu_mmvq(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b, void *scratch, bool quantized) {
     if (!scratch || !mmvq_applies(a, b)) return false;
     const int64_t cols = b.ne[1] * b.ne[2] * b.ne[3], K = b.ne[0], n_blocks = cols * (K / 32);
     int8_t *q = (int8_t *)scratch;
     float2 *ds = (float2 *)(q + ((cols * K + 255) & ~(int64_t)255));
-    k_quant_q8<<<(unsigned)((n_blocks * WARP + 255) / 256), 256, 0, s>>>(b, q, ds, n_blocks);
+    if (!quantized) k_quant_q8<<<(unsigned)((n_blocks * WARP + 255) / 256), 256, 0, s>>>(b, q, ds, n_blocks);
     switch (a.type) {
     case KT_TYPE_Q4_0: mmvq_t<KT_TYPE_Q4_0>(s, dst, a, b, q, ds); break;
     case KT_TYPE_Q4_1: mmvq_t<KT_TYPE_Q4_1>(s, dst, a, b, q, ds); break;

@@ -50,6 +50,16 @@ static int64_t nelem(const kt_cu_t &t) { return t.ne[0] * t.ne[1] * t.ne[2] * t.
 
 /* ------------------------------------------------------------------ element-wise */
 
+__device__ __forceinline__ float binop(int op, float x, float y) {
+    switch (op) {
+    case KT_OP_ADD: return x + y;
+    case KT_OP_SUB: return x - y;
+    case KT_OP_MUL: return x * y;
+    case KT_OP_SWIGLU: return x / (1.0f + expf(-x)) * y;
+    default: return x / y;
+    }
+}
+
 __global__ void k_binary(int op, kt_cu_t d, kt_cu_t a, kt_cu_t b, int64_t n) {
     const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= n) return;
@@ -57,20 +67,34 @@ __global__ void k_binary(int op, kt_cu_t d, kt_cu_t a, kt_cu_t b, int64_t n) {
     unravel(d, e, i);
     const float x = *(const float *)(a.data + off4(a, i[0], i[1], i[2], i[3]));
     const float y = *(const float *)(b.data + off4(b, i[0] % b.ne[0], i[1] % b.ne[1], i[2] % b.ne[2], i[3] % b.ne[3]));
-    float r;
-    switch (op) {
-    case KT_OP_ADD: r = x + y; break;
-    case KT_OP_SUB: r = x - y; break;
-    case KT_OP_MUL: r = x * y; break;
-    case KT_OP_SWIGLU: r = x / (1.0f + expf(-x)) * y; break;
-    default: r = x / y; break;
-    }
-    *(float *)(d.data + off4(d, i[0], i[1], i[2], i[3])) = r;
+    *(float *)(d.data + off4(d, i[0], i[1], i[2], i[3])) = binop(op, x, y);
 }
+
+/* Contiguous d and a of one shape, b contiguous of that shape or one row (nb elements). */
+__global__ void k_binary_c(int op, float *d, const float *a, const float *b, int n, int nb) {
+    const int e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < n) d[e] = binop(op, a[e], b[nb == n ? e : e % nb]);
+}
+
+/* F32 and dense in index order. */
+static bool contig(const kt_cu_t &t) {
+    return t.type == KT_TYPE_F32 && t.nb[0] == 4 && t.nb[1] == 4 * t.ne[0] && t.nb[2] == t.nb[1] * t.ne[1] &&
+           t.nb[3] == t.nb[2] * t.ne[2];
+}
+static bool same_shape(const kt_cu_t &x, const kt_cu_t &y) {
+    return x.ne[0] == y.ne[0] && x.ne[1] == y.ne[1] && x.ne[2] == y.ne[2] && x.ne[3] == y.ne[3];
+}
+static bool is_row(const kt_cu_t &t) { return t.ne[1] == 1 && t.ne[2] == 1 && t.ne[3] == 1; }
 
 void kt_cu_binary(cudaStream_t s, int op, kt_cu_t dst, kt_cu_t a, kt_cu_t b) {
     const int64_t n = nelem(dst);
-    if (n) k_binary<<<grid_for(n, 256), 256, 0, s>>>(op, dst, a, b, n);
+    if (!n) return;
+    if (n < INT32_MAX && contig(dst) && contig(a) && contig(b) && same_shape(dst, a) &&
+        (same_shape(dst, b) || (is_row(b) && b.ne[0] == dst.ne[0])))
+        k_binary_c<<<grid_for(n, 256), 256, 0, s>>>(op, (float *)dst.data, (const float *)a.data,
+                                                    (const float *)b.data, (int)n, (int)nelem(b));
+    else
+        k_binary<<<grid_for(n, 256), 256, 0, s>>>(op, dst, a, b, n);
 }
 
 __global__ void k_unary(int op, kt_cu_t d, kt_cu_t a, float p0, float p1, int64_t n) {
@@ -100,7 +124,7 @@ void kt_cu_unary(cudaStream_t s, int op, kt_cu_t dst, kt_cu_t a, float p0, float
 
 /* ------------------------------------------------------------------ rows */
 
-/* One block per row; sums in double like the CPU's reference. */
+/* One block per row. */
 __global__ void k_norm(bool rms, kt_cu_t d, kt_cu_t a, float eps) {
     const int64_t r = blockIdx.x, i1 = r % a.ne[1], i2 = r / a.ne[1] % a.ne[2], i3 = r / a.ne[1] / a.ne[2];
     const char *x = a.data + off4(a, 0, i1, i2, i3);
@@ -123,9 +147,71 @@ __global__ void k_norm(bool rms, kt_cu_t d, kt_cu_t a, float eps) {
         *(float *)(y + i * d.nb[0]) = (*(const float *)(x + i * a.nb[0]) - mean) * sc;
 }
 
-void kt_cu_norm(cudaStream_t s, bool rms, kt_cu_t dst, kt_cu_t a, float eps) {
-    const int64_t rows = a.ne[1] * a.ne[2] * a.ne[3];
-    if (rows && a.ne[0]) k_norm<<<(unsigned)rows, 256, 0, s>>>(rms, dst, a, eps);
+/* Contiguous rows of at most 1024 * PER floats, held in registers (all loads in flight at
+ * once); with w, also md = the result times the row w (rms_norm x weight in one pass). */
+template <int PER>
+__global__ void k_norm4(bool rms, float *d, const float *a, int n4, float eps, const float *w, float *md) {
+    const int64_t r = blockIdx.x;
+    const float4 *x = (const float4 *)a + r * n4;
+    float4 v[PER];
+    float s = 0.0f;
+#pragma unroll
+    for (int u = 0; u < PER; u++) {
+        const int i = threadIdx.x + u * blockDim.x;
+        v[u] = i < n4 ? x[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        s += (v[u].x + v[u].y) + (v[u].z + v[u].w);
+    }
+    const float n = (float)(4 * n4);
+    const float mean = rms ? 0.0f : block_reduce(s, false) / n;
+    float s2 = 0.0f;
+#pragma unroll
+    for (int u = 0; u < PER; u++)
+        if (threadIdx.x + u * blockDim.x < n4) {
+            const float p = v[u].x - mean, q = v[u].y - mean, t = v[u].z - mean, z = v[u].w - mean;
+            s2 += (p * p + q * q) + (t * t + z * z);
+        }
+    const float sc = 1.0f / sqrtf(block_reduce(s2, false) / n + eps);
+#pragma unroll
+    for (int u = 0; u < PER; u++) {
+        const int i = threadIdx.x + u * blockDim.x;
+        if (i >= n4) break;
+        const float4 y = make_float4((v[u].x - mean) * sc, (v[u].y - mean) * sc, (v[u].z - mean) * sc, (v[u].w - mean) * sc);
+        ((float4 *)d)[r * n4 + i] = y;
+        if (w) {
+            const float4 g = ((const float4 *)w)[i];
+            ((float4 *)md)[r * n4 + i] = make_float4(y.x * g.x, y.y * g.y, y.z * g.z, y.w * g.w);
+        }
+    }
+}
+
+static bool aligned16(const kt_cu_t &t) { return (uintptr_t)t.data % 16 == 0; }
+
+bool kt_cu_norm(cudaStream_t s, bool rms, kt_cu_t dst, kt_cu_t a, float eps, const kt_cu_t *w, const kt_cu_t *md) {
+    const int64_t rows = a.ne[1] * a.ne[2] * a.ne[3], n = a.ne[0];
+    if (!rows || !n) return w == NULL;
+    const bool fast = n % 4 == 0 && n <= 8 * 1024 && contig(a) && contig(dst) && aligned16(a) && aligned16(dst) &&
+                      rows < INT32_MAX;
+    const bool fuse = w && fast && contig(*w) && is_row(*w) && w->ne[0] == n && aligned16(*w) && contig(*md) &&
+                      same_shape(*md, dst) && aligned16(*md);
+    if (w && !fuse) return false;
+    if (fast) {
+        const int n4 = (int)(n / 4), per = (n4 + 255) / 256;
+        const float *wp = fuse ? (const float *)w->data : NULL;
+        float *mp = fuse ? (float *)md->data : NULL;
+        float *dp = (float *)dst.data;
+        const float *ap = (const float *)a.data;
+        if (per <= 1)
+            k_norm4<1><<<(unsigned)rows, 256, 0, s>>>(rms, dp, ap, n4, eps, wp, mp);
+        else if (per <= 2)
+            k_norm4<2><<<(unsigned)rows, 256, 0, s>>>(rms, dp, ap, n4, eps, wp, mp);
+        else if (per <= 4)
+            k_norm4<4><<<(unsigned)rows, 256, 0, s>>>(rms, dp, ap, n4, eps, wp, mp);
+        else
+            k_norm4<8><<<(unsigned)rows, 256, 0, s>>>(rms, dp, ap, n4, eps, wp, mp);
+    } else {
+        k_norm<<<(unsigned)rows, 256, 0, s>>>(rms, dst, a, eps);
+    }
+    return true;
 }
 
 __global__ void k_soft_max(kt_cu_t d, kt_cu_t a, kt_cu_t m, bool has_mask, float scale) {
@@ -513,10 +599,10 @@ size_t kt_cu_mul_mat_scratch(const kt_cu_t &dst, const kt_cu_t &a, const kt_cu_t
 }
 
 template <int T>
-static void mul_mat_t(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b, void *scratch) {
+static bool mul_mat_t(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b, void *scratch, bool quantized) {
     const int64_t M = a.ne[1], N = b.ne[1], K = a.ne[0], B23 = b.ne[2] * b.ne[3];
     if (N <= 2 * MV_COLS) {
-        if (kt_cu_mmvq(s, dst, a, b, scratch)) return;
+        if (kt_cu_mmvq(s, dst, a, b, scratch, quantized)) return true;
         const int64_t warps = M * B23;
         const bool chunks = chunk_aligned<T>(a) && a.nb[2] % 16 == 0 && a.nb[3] % 16 == 0 && b.nb[0] == 4 &&
                             b.nb[1] % 16 == 0 && b.nb[2] % 16 == 0 && b.nb[3] % 16 == 0 && (uintptr_t)b.data % 16 == 0;
@@ -536,22 +622,23 @@ static void mul_mat_t(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b, void *s
         dim3 grid((unsigned)((M + TM - 1) / TM), (unsigned)((N + TN - 1) / TN), (unsigned)B23);
         k_mul_mat_tile<T><<<grid, 256, 0, s>>>(dst, a, b);
     }
+    return false;
 }
 
-void kt_cu_mul_mat(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b, void *scratch) {
-    if (!nelem(dst)) return;
+bool kt_cu_mul_mat(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b, void *scratch, bool quantized) {
+    if (!nelem(dst)) return false;
     switch (a.type) {
-    case KT_TYPE_F32: mul_mat_t<KT_TYPE_F32>(s, dst, a, b, scratch); break;
-    case KT_TYPE_F16: mul_mat_t<KT_TYPE_F16>(s, dst, a, b, scratch); break;
-    case KT_TYPE_Q4_0: mul_mat_t<KT_TYPE_Q4_0>(s, dst, a, b, scratch); break;
-    case KT_TYPE_Q4_1: mul_mat_t<KT_TYPE_Q4_1>(s, dst, a, b, scratch); break;
-    case KT_TYPE_Q5_0: mul_mat_t<KT_TYPE_Q5_0>(s, dst, a, b, scratch); break;
-    case KT_TYPE_Q5_1: mul_mat_t<KT_TYPE_Q5_1>(s, dst, a, b, scratch); break;
-    case KT_TYPE_Q8_0: mul_mat_t<KT_TYPE_Q8_0>(s, dst, a, b, scratch); break;
-    case KT_TYPE_Q4_K: mul_mat_t<KT_TYPE_Q4_K>(s, dst, a, b, scratch); break;
-    case KT_TYPE_Q5_K: mul_mat_t<KT_TYPE_Q5_K>(s, dst, a, b, scratch); break;
-    case KT_TYPE_Q6_K: mul_mat_t<KT_TYPE_Q6_K>(s, dst, a, b, scratch); break;
-    default: break; /* supports_op refuses the rest */
+    case KT_TYPE_F32: return mul_mat_t<KT_TYPE_F32>(s, dst, a, b, scratch, quantized);
+    case KT_TYPE_F16: return mul_mat_t<KT_TYPE_F16>(s, dst, a, b, scratch, quantized);
+    case KT_TYPE_Q4_0: return mul_mat_t<KT_TYPE_Q4_0>(s, dst, a, b, scratch, quantized);
+    case KT_TYPE_Q4_1: return mul_mat_t<KT_TYPE_Q4_1>(s, dst, a, b, scratch, quantized);
+    case KT_TYPE_Q5_0: return mul_mat_t<KT_TYPE_Q5_0>(s, dst, a, b, scratch, quantized);
+    case KT_TYPE_Q5_1: return mul_mat_t<KT_TYPE_Q5_1>(s, dst, a, b, scratch, quantized);
+    case KT_TYPE_Q8_0: return mul_mat_t<KT_TYPE_Q8_0>(s, dst, a, b, scratch, quantized);
+    case KT_TYPE_Q4_K: return mul_mat_t<KT_TYPE_Q4_K>(s, dst, a, b, scratch, quantized);
+    case KT_TYPE_Q5_K: return mul_mat_t<KT_TYPE_Q5_K>(s, dst, a, b, scratch, quantized);
+    case KT_TYPE_Q6_K: return mul_mat_t<KT_TYPE_Q6_K>(s, dst, a, b, scratch, quantized);
+    default: return false; /* supports_op refuses the rest */
     }
 }
 
