@@ -8,7 +8,7 @@
 # after 4096 cached tokens on the first model. Needs nvcc, CMake, ninja and kiln's build deps.
 set -uo pipefail
 peer=${1:?usage: bench/cuda_compare.sh PEER_DIR [preset:TYPE ...]}; shift
-models=("$@"); [ ${#models[@]} -gt 0 ] || models=(tinyllama-1.1b:Q4_0 tinyllama-1.1b:Q8_0 llama-7b:Q4_0)
+models=("$@"); [ ${#models[@]} -gt 0 ] || models=(tinyllama-1.1b:Q4_0 tinyllama-1.1b:Q8_0 llama-7b:Q4_0 llama-7b:Q8_0)
 src=$(cd "$(dirname "$0")/.." && pwd)
 b=${KILN_CUDA_BUILD:-/tmp/kiln-cuda} m=${KILN_CUDA_MODELS:-/tmp/kiln-cuda-models}
 (bash "$peer/cuda.sh" build /tmp/llama-cuda >/tmp/llama-cuda.log 2>&1; echo "llama.cpp build rc=$?" >>/tmp/llama-cuda.log) &
@@ -26,8 +26,11 @@ for f in "${files[@]}"; do
   echo "== kiln $(basename "$f")"
   timeout 150 "$b/kiln" bench -m "$f" -ngl 99 -p 512 -n 128 -r 3 2>&1 | grep -E '^\| llama|GPU'
 done
-echo "== kiln depth"
-timeout 200 "$b/kiln" bench -m "${files[0]}" -ngl 99 -p 0 -n 128 -d 0,4096 -c 4608 -r 2 2>&1 | grep -E '^\| llama'
+for f in "${files[@]}"; do
+  case $f in *Q4_0*) ;; *) continue ;; esac
+  echo "== kiln depth $(basename "$f")"
+  timeout 200 "$b/kiln" bench -m "$f" -ngl 99 -p 0 -n 128 -d 0,4096 -c 4608 -r 2 2>&1 | grep -E '^\| llama'
+done
 wait
 tail -1 /tmp/llama-cuda.log
 lb=/tmp/llama-cuda/src/build/bin/llama-bench
@@ -35,5 +38,8 @@ for f in "${files[@]}"; do
   echo "== llama.cpp $(basename "$f")"
   timeout 150 "$lb" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -r 3 2>&1 | grep -E '^\| llama'
 done
-echo "== llama.cpp depth"
-timeout 150 "$lb" -m "${files[0]}" -ngl 99 -fa 1 -p 0 -n 128 -d 0,4096 -r 2 2>&1 | grep -E '^\| llama'
+for f in "${files[@]}"; do
+  case $f in *Q4_0*) ;; *) continue ;; esac
+  echo "== llama.cpp depth $(basename "$f")"
+  timeout 150 "$lb" -m "$f" -ngl 99 -fa 1 -p 0 -n 128 -d 0,4096 -r 2 2>&1 | grep -E '^\| llama'
+done

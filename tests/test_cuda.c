@@ -156,6 +156,9 @@ static struct kt_tensor *build_case(int c, struct kt_context *ctx, struct kt_con
                                    leaf(ctx, cache_types[ct], D, n_kv, Hkv, 1), named(f32(ctx, n_kv, T, 1), "mask"),
                                    ordered ? ids(ctx, n_kv, n_kv + 3) : NULL, 0.125f));
         }
+    CASE("attn f16 D=128 T=2 H=8/2 ordered", kt_attn_ext(ctx, f32(ctx, 128, 8, 2), leaf(ctx, KT_TYPE_F16, 128, 333, 2, 1),
+                                                       leaf(ctx, KT_TYPE_F16, 128, 333, 2, 1),
+                                                       named(f32(ctx, 333, 2, 1), "mask"), ids(ctx, 333, 340), 0.09f));
     CASE("attn prompt f16 T=80 H=8/2", kt_attn_ext(ctx, f32(ctx, 64, 8, 80), leaf(ctx, KT_TYPE_F16, 64, 150, 2, 1),
                                                   leaf(ctx, KT_TYPE_F16, 64, 150, 2, 1),
                                                   named(f32(ctx, 150, 80, 1), "mask"), ids(ctx, 150, 150), 0.125f));

@@ -183,10 +183,13 @@ static void print_results(enum output out, const struct result *res, int n_res, 
         for (int i = 0; i < n_res; i++) {
             bool seen = false;
             for (int j = 0; j < i; j++) seen |= res[j].n_threads == res[i].n_threads;
+            /* with layers on a GPU this is still the host's memory, so say so */
+            const bool gpu = strstr(backends, "CUDA") != NULL;
             if (!seen)
-                printf("memory read bandwidth: %.1f GB/s (%d threads, best of %d passes over %zu MiB); tg bound for "
-                       "this model: %.1f t/s\n",
-                       res[i].bw, res[i].n_threads, BW_PASSES, BW_BYTES >> 20, res[i].bw * 1e9 / (double)msize);
+                printf("%smemory read bandwidth: %.1f GB/s (%d threads, best of %d passes over %zu MiB); tg bound for "
+                       "this model%s: %.1f t/s\n",
+                       gpu ? "host " : "", res[i].bw, res[i].n_threads, BW_PASSES, BW_BYTES >> 20,
+                       gpu ? " on the CPU alone" : "", res[i].bw * 1e9 / (double)msize);
         }
         return;
     }

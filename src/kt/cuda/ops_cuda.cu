@@ -655,6 +655,24 @@ bool kt_cu_mul_mat(cudaStream_t s, kt_cu_t dst, kt_cu_t a, kt_cu_t b, void *scra
 #define ATT_DMAX 256
 #define ATT_PER_LANE (ATT_DMAX / WARP)
 
+/* PER > 0: F16 K and V with D = 32 * PER, each lane holding PER consecutive elements
+ * (one 4- or 8-byte load per row); PER = 0: any readable type, element lane + 32 u. */
+template <int PER>
+__device__ __forceinline__ void row_part(int type, const char *row, int lane, int64_t D, float *x) {
+    if (PER == 2) {
+        const float2 f = __half22float2(*(const __half2 *)(row + 4 * lane));
+        x[0] = f.x, x[1] = f.y;
+    } else if (PER == 4) {
+        const uint2 raw = *(const uint2 *)(row + 8 * lane);
+        const float2 f0 = __half22float2(*(const __half2 *)&raw.x), f1 = __half22float2(*(const __half2 *)&raw.y);
+        x[0] = f0.x, x[1] = f0.y, x[2] = f1.x, x[3] = f1.y;
+    } else {
+#pragma unroll
+        for (int u = 0; u < ATT_PER_LANE; u++) x[u] = lane + u * WARP < D ? kt_cu_load(type, row, lane + u * WARP) : 0.0f;
+    }
+}
+
+template <int PER>
 __global__ void __launch_bounds__(ATT_WARPS * WARP)
     k_attn(kt_cu_t d, kt_cu_t q, kt_cu_t k, kt_cu_t v, kt_cu_t m, bool has_mask, const int32_t *order, float scale,
            int64_t L, float *part) {
@@ -668,10 +686,12 @@ __global__ void __launch_bounds__(ATT_WARPS * WARP)
     __syncthreads();
     const char *mrow = has_mask ? m.data + t * m.nb[1] : NULL;
     const char *kb = k.data + kh * k.nb[2], *vb = v.data + kh * v.nb[2];
-    float qr[ATT_PER_LANE], o[ATT_PER_LANE];
+    constexpr int NU = PER ? PER : ATT_PER_LANE;
+#define ATT_E(u) (PER ? lane * PER + (u) : lane + (u) * WARP) /* element of this lane's u-th value */
+    float qr[NU], o[NU], kx[NU];
 #pragma unroll
-    for (int u = 0; u < ATT_PER_LANE; u++) {
-        qr[u] = lane + u * WARP < D ? qs[lane + u * WARP] : 0.0f;
+    for (int u = 0; u < NU; u++) {
+        qr[u] = ATT_E(u) < D ? qs[ATT_E(u)] : 0.0f;
         o[u] = 0.0f;
     }
     float run_max = -INFINITY, run_sum = 0.0f;
@@ -683,22 +703,23 @@ __global__ void __launch_bounds__(ATT_WARPS * WARP)
         if (madd == -INFINITY) continue;
         const char *kr = kb + i * k.nb[1], *vr = vb + i * v.nb[1];
         float dot = 0.0f;
+        row_part<PER>(k.type, kr, lane, D, kx);
 #pragma unroll
-        for (int u = 0; u < ATT_PER_LANE; u++)
-            if (lane + u * WARP < D) dot += qr[u] * kt_cu_load(k.type, kr, lane + u * WARP);
+        for (int u = 0; u < NU; u++) dot += qr[u] * kx[u];
         const float sc = warp_sum(dot) * scale + madd;
         const float nm = fmaxf(run_max, sc);
         const float r = expf(run_max - nm), p = expf(sc - nm);
         run_sum = run_sum * r + p;
+        row_part<PER>(v.type, vr, lane, D, kx);
 #pragma unroll
-        for (int u = 0; u < ATT_PER_LANE; u++)
-            if (lane + u * WARP < D) o[u] = o[u] * r + p * kt_cu_load(v.type, vr, lane + u * WARP);
+        for (int u = 0; u < NU; u++) o[u] = o[u] * r + p * kx[u];
         run_max = nm;
     }
     if (lane == 0) wm[w] = run_max, wl[w] = run_sum;
 #pragma unroll
-    for (int u = 0; u < ATT_PER_LANE; u++)
-        if (lane + u * WARP < D) wo[w][lane + u * WARP] = o[u];
+    for (int u = 0; u < NU; u++)
+        if (ATT_E(u) < D) wo[w][ATT_E(u)] = o[u];
+#undef ATT_E
     __syncthreads();
     float M = -INFINITY;
     for (int x = 0; x < ATT_WARPS; x++) M = fmaxf(M, wm[x]);
@@ -755,7 +776,17 @@ void kt_cu_attn(cudaStream_t s, kt_cu_t dst, kt_cu_t q, kt_cu_t k, kt_cu_t v, co
     const int sp = scratch ? attn_splits(q, k) : 1;
     const int64_t L = (k.ne[1] + sp - 1) / sp;
     kt_cu_t m = mask ? *mask : q;
-    k_attn<<<dim3((unsigned)units, (unsigned)sp), ATT_WARPS * WARP, 0, s>>>(dst, q, k, v, m, mask != NULL, order,
-                                                                           scale, L > 0 ? L : 1, (float *)scratch);
+    const int64_t D = q.ne[0];
+    const bool h16 = k.type == KT_TYPE_F16 && v.type == KT_TYPE_F16 && (D == 64 || D == 128) &&
+                     (uintptr_t)k.data % 8 == 0 && (uintptr_t)v.data % 8 == 0 && k.nb[1] % 8 == 0 &&
+                     v.nb[1] % 8 == 0 && k.nb[2] % 8 == 0 && v.nb[2] % 8 == 0;
+    const dim3 grid((unsigned)units, (unsigned)sp);
+    const int64_t Lp = L > 0 ? L : 1;
+    if (h16 && D == 64)
+        k_attn<2><<<grid, ATT_WARPS * WARP, 0, s>>>(dst, q, k, v, m, mask != NULL, order, scale, Lp, (float *)scratch);
+    else if (h16)
+        k_attn<4><<<grid, ATT_WARPS * WARP, 0, s>>>(dst, q, k, v, m, mask != NULL, order, scale, Lp, (float *)scratch);
+    else
+        k_attn<0><<<grid, ATT_WARPS * WARP, 0, s>>>(dst, q, k, v, m, mask != NULL, order, scale, Lp, (float *)scratch);
     if (sp > 1) k_attn_merge<<<(unsigned)units, 128, 0, s>>>(dst, (const float *)scratch, sp);
 }
