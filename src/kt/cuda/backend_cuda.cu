@@ -147,6 +147,11 @@ struct cu_backend {
      * once anything may have changed either */
     const struct kt_tensor *q8_of;
     const void *q8_data;
+    /* decoding's graphs are captured and replayed as one CUDA graph (exec, updated in place
+     * while the node list keeps its shape); off with KILN_CUDA_GRAPHS=0, or for good once a
+     * capture fails */
+    bool graphs;
+    cudaGraphExec_t exec;
     /* KILN_CUDA_PROFILE=1: each node timed alone (events around it, then a wait), summed
      * per op and printed when the backend is freed */
     bool profile;
@@ -171,6 +176,7 @@ static void cu_backend_free(struct kt_backend *b) {
         cudaEventDestroy(c->ev[1]);
     }
     if (c->scratch) cudaFree(c->scratch);
+    if (c->exec) cudaGraphExecDestroy(c->exec);
     free(c);
     free(b);
 }
@@ -320,10 +326,7 @@ static bool writes_into(const struct kt_tensor *t, const struct kt_tensor *u) {
     return t0 < u0 + kt_nbytes(u) && u0 < t0 + kt_nbytes(t);
 }
 
-static enum kt_status cu_graph_compute(struct kt_backend *b, struct kt_cgraph *gf) {
-    struct cu_device *dev = cu_of(b->device);
-    struct cu_backend *c = (struct cu_backend *)b->context;
-    cudaSetDevice(dev->id);
+static enum kt_status run_nodes(struct cu_backend *c, struct cu_device *dev, struct kt_cgraph *gf) {
     c->q8_of = NULL; /* inputs may have been set since */
     for (int i = 0; i < gf->n_nodes; i++) {
         struct kt_tensor *t = gf->nodes[i];
@@ -351,6 +354,78 @@ static enum kt_status cu_graph_compute(struct kt_backend *b, struct kt_cgraph *g
             c->op_n[t->op]++;
         }
     }
+    return KT_STATUS_SUCCESS;
+}
+
+/* A graph whose nodes only launch kernels (no cuBLAS, no attribute changes): products of
+ * at most 16 columns, attention over fewer than 32 tokens. The scratch all its nodes need
+ * goes to *need, so that nothing is allocated while the stream is captured. */
+static bool capturable(const struct kt_cgraph *gf, size_t *need) {
+    *need = 0;
+    for (int i = 0; i < gf->n_nodes; i++) {
+        const struct kt_tensor *t = gf->nodes[i];
+        size_t n = 0;
+        if (t->op == KT_OP_MUL_MAT) {
+            if (t->src[1]->ne[1] > 16) return false;
+            n = kt_cu_mul_mat_scratch(kt_cu_desc(t), kt_cu_desc(t->src[0]), kt_cu_desc(t->src[1]));
+        } else if (t->op == KT_OP_ATTN) {
+            if (t->src[0]->ne[2] >= 32) return false;
+            n = kt_cu_attn_scratch(kt_cu_desc(t->src[0]), kt_cu_desc(t->src[1]));
+        }
+        if (n > *need) *need = n;
+    }
+    return true;
+}
+
+/* Capture the nodes' kernels and replay them as one graph: true when it was launched (*st
+ * says whether the launch went); false, with nothing run, where anything in the capture
+ * failed (the caller then launches the nodes as before, which reports a node's own error). */
+static bool run_captured(struct cu_backend *c, struct cu_device *dev, struct kt_cgraph *gf, enum kt_status *st) {
+    cudaStream_t s = dev->stream;
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    const enum kt_status cst = run_nodes(c, dev, gf);
+    cudaGraph_t g = NULL;
+    const cudaError_t e = cudaStreamEndCapture(s, &g);
+    if (cst != KT_STATUS_SUCCESS || e != cudaSuccess || !g) {
+        if (g) cudaGraphDestroy(g);
+        cudaGetLastError();
+        return false;
+    }
+    if (c->exec) {
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(c->exec, g, &info) != cudaSuccess) { /* another shape: instantiate anew */
+            cudaGetLastError();
+            cudaGraphExecDestroy(c->exec);
+            c->exec = NULL;
+        }
+    }
+    if (!c->exec && cudaGraphInstantiate(&c->exec, g, 0) != cudaSuccess) {
+        cudaGetLastError();
+        c->exec = NULL;
+    }
+    cudaGraphDestroy(g);
+    if (!c->exec) return false;
+    *st = cu_ok(cudaGraphLaunch(c->exec, s), "graph launch") ? KT_STATUS_SUCCESS : KT_STATUS_FAILED;
+    return true;
+}
+
+static enum kt_status cu_graph_compute(struct kt_backend *b, struct kt_cgraph *gf) {
+    struct cu_device *dev = cu_of(b->device);
+    struct cu_backend *c = (struct cu_backend *)b->context;
+    cudaSetDevice(dev->id);
+    enum kt_status st = KT_STATUS_SUCCESS;
+    size_t need = 0;
+    bool done = false;
+    if (c->graphs && !c->profile && capturable(gf, &need)) {
+        if (need && !scratch(c, dev->stream, need)) return KT_STATUS_FAILED;
+        done = run_captured(c, dev, gf, &st);
+        if (!done) c->graphs = false; /* for good: launch as before */
+    }
+    if (!done) st = run_nodes(c, dev, gf);
+    if (st != KT_STATUS_SUCCESS) return st;
     return cu_ok(cudaStreamSynchronize(dev->stream), "graph compute") ? KT_STATUS_SUCCESS : KT_STATUS_FAILED;
 }
 
@@ -388,6 +463,8 @@ static struct kt_backend *cu_dev_init_backend(struct kt_device *d) {
     const char *prof = getenv("KILN_CUDA_PROFILE");
     c->profile = prof && prof[0] && strcmp(prof, "0") && cudaEventCreate(&c->ev[0]) == cudaSuccess &&
                  cudaEventCreate(&c->ev[1]) == cudaSuccess;
+    const char *graphs = getenv("KILN_CUDA_GRAPHS");
+    c->graphs = !graphs || strcmp(graphs, "0");
     return b;
 }
 
