@@ -3,9 +3,10 @@
 #   bench/cuda_compare.sh PEER_DIR [MODELS...]
 # PEER_DIR holds what `../shared/peer/cuda.sh pack PEER_DIR` wrote (llama.cpp's source and its
 # build script); MODELS are kiln synth presets (default: tinyllama-1.1b:Q4_0
-# tinyllama-1.1b:Q8_0 llama-7b:Q4_0). Builds both (llama.cpp in the background, ~4 min on 16
-# cores), runs test_cuda first, then pp512/tg128 with -ngl 99 (llama.cpp with -fa 1) and tg128
-# after 4096 cached tokens on the first model. Needs nvcc, CMake, ninja and kiln's build deps.
+# tinyllama-1.1b:Q8_0 llama-7b:Q4_0 llama-7b:Q8_0). Builds both (llama.cpp in the background,
+# ~4 min on 16 cores), runs test_cuda, then, once both builds are done, pp512/tg128 with
+# -ngl 99 (llama.cpp with -fa 1) and tg128 after 4096 cached tokens on the Q4_0 files.
+# Needs nvcc, CMake, ninja and kiln's build deps.
 set -uo pipefail
 peer=${1:?usage: bench/cuda_compare.sh PEER_DIR [preset:TYPE ...]}; shift
 models=("$@"); [ ${#models[@]} -gt 0 ] || models=(tinyllama-1.1b:Q4_0 tinyllama-1.1b:Q8_0 llama-7b:Q4_0 llama-7b:Q8_0)
@@ -22,6 +23,10 @@ for spec in "${models[@]}"; do
   [ -f "$f" ] || "$b/kiln" synth --preset "${spec%%:*}" --type "${spec##*:}" -o "$f" | tail -1
   files+=("$f")
 done
+# every benchmark waits for llama.cpp's build: it loads all of the host's cores, and kiln's
+# decoding (graph building, launches) runs on the host
+wait
+tail -1 /tmp/llama-cuda.log
 for f in "${files[@]}"; do
   echo "== kiln $(basename "$f")"
   timeout 150 "$b/kiln" bench -m "$f" -ngl 99 -p 512 -n 128 -r 3 2>&1 | grep -E '^\| llama|GPU'
@@ -31,8 +36,6 @@ for f in "${files[@]}"; do
   echo "== kiln depth $(basename "$f")"
   timeout 200 "$b/kiln" bench -m "$f" -ngl 99 -p 0 -n 128 -d 0,4096 -c 4608 -r 2 2>&1 | grep -E '^\| llama'
 done
-wait
-tail -1 /tmp/llama-cuda.log
 lb=/tmp/llama-cuda/src/build/bin/llama-bench
 for f in "${files[@]}"; do
   echo "== llama.cpp $(basename "$f")"
