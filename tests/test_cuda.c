@@ -14,6 +14,7 @@
  *     KILN_CUDA_NO_CUBLAS=1, kiln's own F32 tiles: 1e-9);
  *   - fused attention over F16/F32/Q8_0 caches with masks and cell orders: 1e-9;
  *     prompts (32 tokens or more) over F16 caches run on the tensor cores: 2e-6.
+ * KILN_TEST_NMSE=1 prints every case's error, to see the margin under each tolerance.
  * Ops the backend refuses must be refused (supports_op) and still run on the
  * CPU through the scheduler (one mixed graph at the end). Without a CUDA build
  * or a GPU the test says why and is skipped (exit 77).

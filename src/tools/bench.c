@@ -180,11 +180,11 @@ static void print_results(enum output out, const struct result *res, int n_res, 
                    (double)n_params / 1e6, backends, r->n_threads, test, r->avg_ts, r->sd_ts);
         }
         printf("\n");
+        /* with layers on a GPU this is still the host's memory, so say so */
+        const bool gpu = strstr(backends, "CUDA") != NULL;
         for (int i = 0; i < n_res; i++) {
             bool seen = false;
             for (int j = 0; j < i; j++) seen |= res[j].n_threads == res[i].n_threads;
-            /* with layers on a GPU this is still the host's memory, so say so */
-            const bool gpu = strstr(backends, "CUDA") != NULL;
             if (!seen)
                 printf("%smemory read bandwidth: %.1f GB/s (%d threads, best of %d passes over %zu MiB); tg bound for "
                        "this model%s: %.1f t/s\n",

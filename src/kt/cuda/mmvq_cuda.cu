@@ -36,12 +36,6 @@ template <> struct qt<KT_TYPE_Q6_K> { enum { bb = 210, be = 256 }; };
 /* 16-byte vectors in one segment (every type's segment is a whole number of them). */
 template <int T> __host__ __device__ constexpr int seg_vecs() { return SEG_ELEMS / qt<T>::be * qt<T>::bb / 16; }
 
-/* One column's quantized activations: quants, and per 32 the scale and the quant sum. */
-struct q8col {
-    const int8_t *q;
-    const float2 *ds;
-};
-
 /* 4 bytes at a 2-byte aligned address. */
 __device__ __forceinline__ int ld2x2(const uint8_t *p) {
     const uint16_t *h = (const uint16_t *)p;
@@ -271,16 +265,13 @@ static bool mmvq_type(int t) {
     }
 }
 
-/* Rows whole 16-byte vectors at 16-byte aligned addresses, whole 32-value activation blocks. */
+/* Rows whole 16-byte vectors at 16-byte aligned addresses (whole blocks, so whole 32-value
+ * activation blocks too). */
 static bool mmvq_applies(const kt_cu_t &a, const kt_cu_t &b) {
-    if (!mmvq_type(a.type) || a.ne[0] % 32 || b.ne[1] > 2 * MMVQ_COLS) return false;
-    const int64_t be = a.type == KT_TYPE_Q4_K || a.type == KT_TYPE_Q5_K || a.type == KT_TYPE_Q6_K ? 256 : 32;
-    if (a.ne[0] % be) return false;
-    const int64_t bb = a.type == KT_TYPE_Q4_0 ? 18 : a.type == KT_TYPE_Q4_1 ? 20 : a.type == KT_TYPE_Q5_0 ? 22
-                     : a.type == KT_TYPE_Q5_1 ? 24 : a.type == KT_TYPE_Q8_0 ? 34 : a.type == KT_TYPE_Q4_K ? 144
-                     : a.type == KT_TYPE_Q5_K ? 176 : 210;
-    return a.ne[0] / be * bb % 16 == 0 && a.ne[1] * b.ne[2] * b.ne[3] < INT32_MAX / 2 && (uintptr_t)a.data % 16 == 0 && a.nb[1] % 16 == 0 && a.nb[2] % 16 == 0 &&
-           a.nb[3] % 16 == 0;
+    const enum kt_type t = (enum kt_type)a.type;
+    if (!mmvq_type(t) || a.ne[0] % kt_blck_size(t) || b.ne[1] > 2 * MMVQ_COLS) return false;
+    return kt_row_size(t, a.ne[0]) % 16 == 0 && a.ne[1] * b.ne[2] * b.ne[3] < INT32_MAX / 2 &&
+           (uintptr_t)a.data % 16 == 0 && a.nb[1] % 16 == 0 && a.nb[2] % 16 == 0 && a.nb[3] % 16 == 0;
 }
 
 size_t kt_cu_mmvq_scratch(const kt_cu_t &a, const kt_cu_t &b) {
