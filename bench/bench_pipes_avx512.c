@@ -73,6 +73,9 @@ int main(int argc, char **argv) {
     TIME("vpdpbusd + vpaddd", "vpdpbusd", "vpaddd");
     TIME("vpdpbusd + vpandd", "vpdpbusd", "vpandd");
     TIME("vpdpbusd + vpmulld", "vpdpbusd", "vpmulld");
+    TIME("vpdpbusd + add", "vpdpbusd", "vaddps");
+    TIMEM("vpdpbusd + vcvtdq2ps", "vpdpbusd", "vcvtdq2ps %12,");
+    TIMEM("vpdpbusd + vpsrlw", "vpdpbusd", "vpsrlw $4, %12,");
     TIMEM("fma + vcvtph2ps mem", "vfmadd231ps", "vcvtph2ps (%14),");
     TIMEM("fma + vbroadcastss mem", "vfmadd231ps", "vbroadcastss (%14),");
     TIMEM("fma + vbroadcastf32x4", "vfmadd231ps", "vbroadcastf32x4 (%14),");

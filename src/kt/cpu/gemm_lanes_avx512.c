@@ -163,8 +163,58 @@ INLINE int32_t load_i32(const void *p) {
     return v;
 }
 
+/* One block's integer sums against one column, aux's offset included: as packed_tile's
+ * (two chains, exact either way). */
+INLINE __m512i dec_isum(const uint8_t *q, const kt_block_q8_0 *y, int32_t off, const bool q4) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512i u[8];
+    UNROLL
+    for (int k = 0; k < 8; k++) /* in address order */
+        if (k < 4 || !q4) u[k] = _mm512_load_si512(q + 64 * k);
+    UNROLL
+    for (int k = 0; k < 4; k++)
+        if (q4) u[k + 4] = _mm512_and_si512(_mm512_srli_epi16(u[k], 4), m4), u[k] = _mm512_and_si512(u[k], m4);
+    __m512i p0 = _mm512_set1_epi32(off), p1 = _mm512_setzero_si512();
+    UNROLL
+    for (int k = 0; k < 4; k++) {
+        p0 = _mm512_dpbusd_epi32(p0, u[k], _mm512_set1_epi32(load_i32(y->qs + 4 * k)));
+        p1 = _mm512_dpbusd_epi32(p1, u[k + 4], _mm512_set1_epi32(load_i32(y->qs + 16 + 4 * k)));
+    }
+    return _mm512_add_epi32(p0, p1);
+}
+
+INLINE __m512 dec_add(__m512 acc, const uint8_t *g, int64_t b, size_t qb, __m512i isum, float d) {
+    const __m512 dx = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)pk_scales(g, b, qb)));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dx, _mm512_set1_ps(d)), acc);
+}
+
+/* Decode (one column) of a group: a pair of blocks at a time, in the order the bytes
+ * lie (both blocks' quants, then their scales), so that the core's own prefetcher
+ * follows one forward stream (lanes_avx512.h: kt_cpu_lanes_prefetch_dec). The
+ * arithmetic and its order are packed_tile's. */
+INLINE void packed_dec(int64_t K, const uint8_t *g, const kt_block_q8_0 *y, const struct kt_lanes_aux *aux,
+                       float *out, __mmask16 keep, const bool q4) {
+    const size_t qb = q4 ? Q40_QB : Q80_QB;
+    const int64_t nb = K / 32;
+    __m512 acc = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2) {
+        const uint8_t *q = pk_quants(g, b, qb);
+        prefetch_ahead(q, PAIR_BYTES(qb), kt_cpu_lanes_prefetch_dec);
+        const __m512i s0 = dec_isum(q, y + b, aux[b].off, q4), s1 = dec_isum(q + qb, y + b + 1, aux[b + 1].off, q4);
+        acc = dec_add(acc, g, b, qb, s0, aux[b].d);
+        acc = dec_add(acc, g, b + 1, qb, s1, aux[b + 1].d);
+    }
+    if (b < nb) acc = dec_add(acc, g, b, qb, dec_isum(pk_quants(g, b, qb), y + b, aux[b].off, q4), aux[b].d);
+    _mm512_mask_storeu_ps(out, keep, acc);
+}
+
 INLINE void packed_tile(int64_t K, const uint8_t *g, const void *const *yp, const struct kt_lanes_aux *const *aux,
                         float *const *out, __mmask16 keep, const int C, const bool q4) {
+    if (C == 1) {
+        packed_dec(K, g, yp[0], aux[0], out[0], keep, q4);
+        return;
+    }
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const size_t qb = q4 ? Q40_QB : Q80_QB;
     __m512 acc[KT_LANES_COLS];
@@ -172,7 +222,7 @@ INLINE void packed_tile(int64_t K, const uint8_t *g, const void *const *yp, cons
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < K / 32; b++) {
         const uint8_t *q = pk_quants(g, b, qb);
-        if ((q4 || C > 1) && !(b & 1)) prefetch_ahead(q, PAIR_BYTES(qb), kt_cpu_lanes_prefetch_q4);
+        if (!(b & 1)) prefetch_ahead(q, PAIR_BYTES(qb), kt_cpu_lanes_prefetch_q4);
         __m512i u[8];
         if (q4) {
             UNROLL

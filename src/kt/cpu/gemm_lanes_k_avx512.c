@@ -268,8 +268,50 @@ PACKED_RUN(wide_run_q4_K, wide_tile_q4_K)
 
 /* Decode and small batches straight from a compact group: the arithmetic of
  * wide_tile_q4_K, two columns per pass, with the weights' prefetch. */
+/* Decode (one column) of a compact Q4_K group: a super-block's 32 quant chunks first,
+ * then its scales, mins and d, all in the order they lie, so that the core's own
+ * prefetcher follows one forward stream (lanes_avx512.h: kt_cpu_lanes_prefetch_dec).
+ * The sums are compact_tile_q4_K's (integer, so their order is free) and the float
+ * step is the same. */
+INLINE void compact_dec_q4_K(int64_t K, const uint8_t *g, const kt_block_q8_K *y, float *out, __mmask16 keep) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < K / KT_QK_K; i++, g += K4C_BLOCK, y++) {
+        prefetch_ahead(g, K4C_BLOCK, kt_cpu_lanes_prefetch_dec);
+        __m512i p[8]; /* sub-block 2ch (low nibbles) and 2ch + 1 (high) */
+        UNROLL
+        for (int ch = 0; ch < 4; ch++) {
+            __m512i p0 = _mm512_setzero_si512(), p1 = _mm512_setzero_si512();
+            UNROLL
+            for (int k = 0; k < 8; k++) {
+                const __m512i v = _mm512_load_si512(g + 64 * (8 * ch + k));
+                p0 = _mm512_dpbusd_epi32(p0, _mm512_and_si512(v, m4), _mm512_set1_epi32(load_i32(y->qs + 64 * ch + 4 * k)));
+                p1 = _mm512_dpbusd_epi32(p1, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                                         _mm512_set1_epi32(load_i32(y->qs + 64 * ch + 32 + 4 * k)));
+            }
+            p[2 * ch] = p0, p[2 * ch + 1] = p1;
+        }
+        __m512i isum = _mm512_setzero_si512(), msum = _mm512_setzero_si512();
+        UNROLL
+        for (int j = 0; j < 8; j++)
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p[j], _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_SC + 16 * j)))));
+        UNROLL
+        for (int j = 0; j < 8; j++)
+            msum = _mm512_add_epi32(msum, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_MN + 16 * j))),
+                                                             _mm512_set1_epi32(y->bsums[2 * j] + y->bsums[2 * j + 1])));
+        const __m512 dx = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K4C_D)));
+        const __m512 dm = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K4C_D + 32)));
+        acc = q4_K_add(acc, dx, dm, y->d, isum, msum);
+    }
+    _mm512_mask_storeu_ps(out, keep, acc);
+}
+
 INLINE void compact_tile_q4_K(int64_t K, const uint8_t *g, const void *const *yp, float *const *out, __mmask16 keep,
                               const int C) {
+    if (C == 1) {
+        compact_dec_q4_K(K, g, yp[0], out[0], keep);
+        return;
+    }
     __m512 acc[KQ_COLS];
     UNROLL
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
@@ -456,12 +498,13 @@ LANES_K_ENTRY(kt_lanes_q6_K_avx512, tile_q6_K)
 
 static size_t xsize_q6_K(int64_t K) { return (size_t)(K / KT_QK_K) * K6_BLOCK; }
 
-/* Compact Q6_K groups: per super-block of 16 rows, ql as 32 chunks (chunk 16h + 8p + m:
- * ql bytes 64h + 32p + 4m..+3 of every row, row r in int32 lane r), qh as 16 chunks
- * (8h + m: qh bytes 32h + 4m..+3), the 16 scales (scale j of row r at 16j + r), d as
- * 16 fp16 and 32 bytes of padding: 3392 bytes for 3360. */
-#define K6C_QH 2048
-#define K6C_SC (K6C_QH + 1024)
+/* Compact Q6_K groups: per super-block of 16 rows, 16 steps of three chunks in the order
+ * the kernels read them (step 8h + m: ql chunks 16h + m and 16h + 8 + m, then qh chunk
+ * 8h + m; ql chunk 16h + 8p + m holds ql bytes 64h + 32p + 4m..+3 of every row, row r
+ * in int32 lane r, and qh chunk 8h + m qh bytes 32h + 4m..+3), the 16 scales (scale j
+ * of row r at 16j + r), d as 16 fp16 and 32 bytes of padding: 3392 bytes for 3360. */
+#define K6C_STEP(h, m) (192 * (8 * (h) + (m)))
+#define K6C_SC 3072
 #define K6C_D (K6C_SC + 256)
 #define K6C_BLOCK (K6C_D + 64)
 
@@ -476,11 +519,12 @@ static void pack_q6_K(int64_t K, const void *w, size_t ws, int nr, void *group) 
         const size_t boff = (size_t)i * sizeof(kt_block_q6_K);
         const uint8_t *blk = (const uint8_t *)w + boff;
         UNROLL
-        for (int c = 0; c < 32; c++)
-            _mm512_store_si512(g + 64 * c, _mm512_i32gather_epi32(idx, blk + offsetof(kt_block_q6_K, ql) + 4 * c, 1));
+        for (int c = 0; c < 32; c++) /* c = 16h + 8p + m */
+            _mm512_store_si512(g + K6C_STEP(c / 16, c % 8) + 64 * (c / 8 % 2),
+                               _mm512_i32gather_epi32(idx, blk + offsetof(kt_block_q6_K, ql) + 4 * c, 1));
         UNROLL
-        for (int c = 0; c < 16; c++)
-            _mm512_store_si512(g + K6C_QH + 64 * c,
+        for (int c = 0; c < 16; c++) /* c = 8h + m */
+            _mm512_store_si512(g + K6C_STEP(c / 8, c % 8) + 128,
                                _mm512_i32gather_epi32(idx, blk + offsetof(kt_block_q6_K, qh) + 4 * c, 1));
         for (int r = 0; r < 16; r++)
             for (int j = 0; j < 16; j++) g[K6C_SC + 16 * j + r] = row[r][boff + offsetof(kt_block_q6_K, scales) + j];
@@ -495,8 +539,8 @@ static void pack_q6_K(int64_t K, const void *w, size_t ws, int nr, void *group) 
  * holds elements 128h + 32qd + 4m..+3 of every row (sub-block 8h + 2qd + m/4). */
 INLINE void q6_K_unpack(const uint8_t *g, int h, int m, __m512i u[4]) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
-    const __m512i l0 = _mm512_load_si512(g + 64 * (16 * h + m)), l1 = _mm512_load_si512(g + 64 * (16 * h + 8 + m));
-    const __m512i hv = _mm512_load_si512(g + K6C_QH + 64 * (8 * h + m));
+    const uint8_t *st = g + K6C_STEP(h, m);
+    const __m512i l0 = _mm512_load_si512(st), l1 = _mm512_load_si512(st + 64), hv = _mm512_load_si512(st + 128);
     /* (x & m4) | (high bits & 0x30): ternary 0xea = (A & B) | C */
     u[0] = _mm512_ternarylogic_epi32(l0, m4, _mm512_and_si512(_mm512_slli_epi16(hv, 4), m30), 0xea);
     u[1] = _mm512_ternarylogic_epi32(l1, m4, _mm512_and_si512(_mm512_slli_epi16(hv, 2), m30), 0xea);
@@ -528,8 +572,45 @@ static void expand_q6_K(int64_t K, const void *group, void *scratch) {
 
 /* Decode and small batches straight from a compact group: per sub-block j the exact
  * -32 * bsum_j + dot(u_j, y_j), times scale j, summed; then acc + (d*dy)*isum. */
+/* Decode (one column) of a compact Q6_K group: the 16 steps in the order they lie, each
+ * sub-block's exact -32 * bsum_j + dot(u_j, y_j) kept apart, then the scales and d at
+ * the super-block's end (lanes_avx512.h: kt_cpu_lanes_prefetch_dec). Same integer sums
+ * and float step as compact_tile_q6_K. */
+INLINE void compact_dec_q6_K(int64_t K, const uint8_t *g, const kt_block_q8_K *y, float *out, __mmask16 keep) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < K / KT_QK_K; i++, g += K6C_BLOCK, y++) {
+        prefetch_ahead(g, K6C_BLOCK, kt_cpu_lanes_prefetch_dec);
+        __m512i p[16]; /* sub-block j = 8h + 2qd + m / 4 */
+        UNROLL
+        for (int j = 0; j < 16; j++) p[j] = _mm512_set1_epi32(-32 * y->bsums[j]);
+        UNROLL
+        for (int h = 0; h < 2; h++)
+            UNROLL
+            for (int m = 0; m < 8; m++) {
+                __m512i u[4];
+                q6_K_unpack(g, h, m, u);
+                UNROLL
+                for (int qd = 0; qd < 4; qd++) {
+                    const int j = 8 * h + 2 * qd + m / 4;
+                    p[j] = _mm512_dpbusd_epi32(p[j], u[qd], _mm512_set1_epi32(load_i32(y->qs + 128 * h + 32 * qd + 4 * m)));
+                }
+            }
+        __m512i isum = _mm512_setzero_si512();
+        UNROLL
+        for (int j = 0; j < 16; j++)
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p[j], _mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)(g + K6C_SC + 16 * j)))));
+        const __m512 dx = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K6C_D)));
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(dx, _mm512_set1_ps(y->d)), _mm512_cvtepi32_ps(isum)));
+    }
+    _mm512_mask_storeu_ps(out, keep, acc);
+}
+
 INLINE void compact_tile_q6_K(int64_t K, const uint8_t *g, const void *const *yp, float *const *out, __mmask16 keep,
                               const int C) {
+    if (C == 1) {
+        compact_dec_q6_K(K, g, yp[0], out[0], keep);
+        return;
+    }
     __m512 acc[KQ_COLS];
     UNROLL
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();

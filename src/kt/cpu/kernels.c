@@ -24,7 +24,7 @@ static struct table table;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
 /* how far ahead the compact-group kernels prefetch into L2 (lanes_avx512.h says why) */
-size_t kt_cpu_lanes_prefetch = 54272, kt_cpu_lanes_prefetch_q4 = 6144;
+size_t kt_cpu_lanes_prefetch = 54272, kt_cpu_lanes_prefetch_q4 = 6144, kt_cpu_lanes_prefetch_dec = 0;
 
 static void build(void) {
     struct table t;
@@ -33,6 +33,8 @@ static void build(void) {
     const char *pf = getenv("KT_CPU_PREFETCH"), *pf4 = getenv("KT_CPU_PREFETCH_Q4");
     if (pf) kt_cpu_lanes_prefetch = (size_t)strtoul(pf, NULL, 10);
     if (pf4) kt_cpu_lanes_prefetch_q4 = (size_t)strtoul(pf4, NULL, 10);
+    const char *pfd = getenv("KT_CPU_PREFETCH_DEC");
+    if (pfd) kt_cpu_lanes_prefetch_dec = (size_t)strtoul(pfd, NULL, 10);
     const char *g = getenv("KT_CPU_GEMM");
     const bool gemm_off = g && strcmp(g, "off") == 0;
     for (int i = 0; i < KT_TYPE_COUNT; i++) {

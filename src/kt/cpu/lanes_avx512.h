@@ -66,23 +66,30 @@ INLINE __m512i lanes_gather_index(const uint8_t *w, const uint8_t *const row[16]
 /* Scratch for packed blocks, 64-byte aligned inside whatever the caller passed. */
 INLINE uint8_t *align64(const void *p) { return (uint8_t *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
 
-/* Compact groups are streamed from memory, and the hardware prefetcher alone left a
- * core at 10 GB/s on Q6_K groups, and a batch of 8 columns (8 sequences decoding
- * together) at 7 GB/s on Q4_0 ones. So the kernels ask for the bytes this far ahead of
- * the block they work on, into L2 (into L1 it measured slower):
- * - K-quants, kt_cpu_lanes_prefetch (KT_CPU_PREFETCH, default 16 Q6_K blocks of 16
- *   rows, 53 KiB): `KT_CPU_PREFETCH=0 bench_gemm 5 16384 8192 1 q6_K T` against 8
- *   blocks, 1 and 2 threads: 24.6 -> 41.3 and 42.9 -> 70.3 GFLOP/s; Q4_K 68.4 -> 83.0,
- *   122.0 -> 127.9; `kiln bench -n 32 -t 1` on a Q4_K_M file 27.6 -> 30.7 t/s. 16 blocks
- *   against 8, timed on alternating tokens of one run (1.1B Q4_K_M): 1 thread +4.0%,
- *   +3.4%, +3.4%; 2 threads -0.5%, +0.2%, +1.9% (and +1% a session before); 4 blocks
- *   -5.6%, none -15%.
- * - Q4_0, and Q8_0 for more than one column, kt_cpu_lanes_prefetch_q4
- *   (KT_CPU_PREFETCH_Q4, default 6 KiB): `kiln bench -p 8,32` on the 1.1B Q4_0, 131 ->
- *   247 and 218 -> 288 t/s, generation unchanged; `-p 8,128` on the Q8_0, 90 -> 193 and
- *   237 -> 282. Q8_0 generation (one column) lost 10-20% with it and does without.
+/* Compact groups are streamed from memory.
+ * - Decode (one column: packed_dec, compact_dec_q4_K, compact_dec_q6_K) reads each group
+ *   strictly in address order, scales after the quants they scale, and asks for
+ *   nothing ahead (kt_cpu_lanes_prefetch_dec, KT_CPU_PREFETCH_DEC, default 0): the
+ *   core's own prefetcher then keeps one forward stream going. A kernel that touched a
+ *   block's scales (at the block's end) between its quants, or prefetched 4 KiB or
+ *   more ahead, read 13-22 GB/s on one core where the same loop in order reads 24-27,
+ *   in 4 KiB pages as in huge ones (a 512 MiB Q4_0 buffer, K = 16384). In the model,
+ *   old and new alternated twice (`kiln bench -p 0 -n 64 -r 3` on the 1.1B files), tg
+ *   1 / 2 threads: Q4_0 35.6 -> 41.5 / 48.5 -> 50.1, Q4_K_M 30.5 -> 38.4 / 40.9 ->
+ *   48.5, Q8_0 16.8 -> 20.8 / 22.9 -> 28.9 t/s.
+ * - Prompts and small batches run a group's blocks once per column group and
+ *   still ask for the bytes ahead, into L2 (into L1 it measured slower); the hardware
+ *   prefetcher alone left a core at 10 GB/s on Q6_K groups, and a batch of 8 columns
+ *   (8 sequences decoding together) at 7 GB/s on Q4_0 ones:
+ *   - K-quants, kt_cpu_lanes_prefetch (KT_CPU_PREFETCH, default 16 Q6_K blocks of 16
+ *     rows, 53 KiB), measured when decode took this path too: `KT_CPU_PREFETCH=0
+ *     bench_gemm 5 16384 8192 1 q6_K T` against 8 blocks, 1 and 2 threads: 24.6 -> 41.3
+ *     and 42.9 -> 70.3 GFLOP/s; Q4_K 68.4 -> 83.0, 122.0 -> 127.9.
+ *   - Q4_0 and Q8_0, kt_cpu_lanes_prefetch_q4 (KT_CPU_PREFETCH_Q4, default 6 KiB):
+ *     `kiln bench -p 8,32` on the 1.1B Q4_0, 131 -> 247 and 218 -> 288 t/s; `-p 8,128`
+ *     on the Q8_0, 90 -> 193 and 237 -> 282.
  * 0 turns one off. Prefetches past the end of a buffer do not fault. */
-extern size_t kt_cpu_lanes_prefetch, kt_cpu_lanes_prefetch_q4;
+extern size_t kt_cpu_lanes_prefetch, kt_cpu_lanes_prefetch_q4, kt_cpu_lanes_prefetch_dec;
 INLINE void prefetch_ahead(const uint8_t *p, size_t bytes, size_t ahead) {
     if (ahead)
         for (size_t l = 0; l < bytes; l += 64) _mm_prefetch((const char *)p + ahead + l, _MM_HINT_T1);
