@@ -266,8 +266,6 @@ INLINE void wide_tile_q4_K(int64_t K, const uint8_t *g, const void *const *yp, f
 
 PACKED_RUN(wide_run_q4_K, wide_tile_q4_K)
 
-/* Decode and small batches straight from a compact group: the arithmetic of
- * wide_tile_q4_K, two columns per pass, with the weights' prefetch. */
 /* Decode (one column) of a compact Q4_K group: a super-block's 32 quant chunks first,
  * then its scales, mins and d, all in the order they lie, so that the core's own
  * prefetcher follows one forward stream (lanes_avx512.h: kt_cpu_lanes_prefetch_dec).
@@ -306,6 +304,8 @@ INLINE void compact_dec_q4_K(int64_t K, const uint8_t *g, const kt_block_q8_K *y
     _mm512_mask_storeu_ps(out, keep, acc);
 }
 
+/* Small batches straight from a compact group: the arithmetic of wide_tile_q4_K, two
+ * columns per pass, with the weights' prefetch (one column: compact_dec_q4_K). */
 INLINE void compact_tile_q4_K(int64_t K, const uint8_t *g, const void *const *yp, float *const *out, __mmask16 keep,
                               const int C) {
     if (C == 1) {
@@ -570,8 +570,6 @@ static void expand_q6_K(int64_t K, const void *group, void *scratch) {
     }
 }
 
-/* Decode and small batches straight from a compact group: per sub-block j the exact
- * -32 * bsum_j + dot(u_j, y_j), times scale j, summed; then acc + (d*dy)*isum. */
 /* Decode (one column) of a compact Q6_K group: the 16 steps in the order they lie, each
  * sub-block's exact -32 * bsum_j + dot(u_j, y_j) kept apart, then the scales and d at
  * the super-block's end (lanes_avx512.h: kt_cpu_lanes_prefetch_dec). Same integer sums
@@ -605,6 +603,9 @@ INLINE void compact_dec_q6_K(int64_t K, const uint8_t *g, const kt_block_q8_K *y
     _mm512_mask_storeu_ps(out, keep, acc);
 }
 
+/* Small batches straight from a compact group (one column: compact_dec_q6_K): per
+ * sub-block j the exact -32 * bsum_j + dot(u_j, y_j), times scale j, summed; then
+ * acc + (d*dy)*isum. */
 INLINE void compact_tile_q6_K(int64_t K, const uint8_t *g, const void *const *yp, float *const *out, __mmask16 keep,
                               const int C) {
     if (C == 1) {
