@@ -7,7 +7,9 @@
  * KT_BENCH_MARK=1 (bench_insns sets it) the timed runs are bracketed by SIGSTOP
  * so that bench_insns counts their instructions: give TYPE and THREADS 1.
  * The weights are repacked as a model's are (kt_cpu_repack_weights) unless
- * KT_CPU_REPACK=off.
+ * KT_CPU_REPACK=off; from 256 MiB on they sit in huge pages as a large model's do, so
+ * decode over a model's row length streams as in the model with M up to 2^20, e.g.
+ * `bench_gemm 4 262144 2048 1 q4_K 1`.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -74,7 +76,7 @@ int main(int argc, char **argv) {
     const int reps = argc > 1 ? atoi(argv[1]) : 10;
     const int64_t M = argc > 4 ? atoll(argv[2]) : 2048, K = argc > 4 ? atoll(argv[3]) : 2048,
                   N = argc > 4 ? atoll(argv[4]) : 128;
-    if (reps < 1 || M < 1 || N < 1 || K < 256 || K % 256 || M > 65536 || K > 65536 || N > 4096) {
+    if (reps < 1 || M < 1 || N < 1 || K < 256 || K % 256 || M > (1 << 20) || K > 65536 || N > 4096) {
         fprintf(stderr, "usage: bench_gemm [reps] [M K N] (K a multiple of 256)\n");
         return 2;
     }
