@@ -283,20 +283,25 @@ INLINE void compact_dec_q4_K(int64_t K, const uint8_t *g, const kt_block_q8_K *y
             UNROLL
             for (int k = 0; k < 8; k++) {
                 const __m512i v = _mm512_load_si512(g + 64 * (8 * ch + k));
-                p0 = _mm512_dpbusd_epi32(p0, _mm512_and_si512(v, m4), _mm512_set1_epi32(load_i32(y->qs + 64 * ch + 4 * k)));
+                const int8_t *yq = y->qs + 64 * ch + 4 * k;
+                p0 = _mm512_dpbusd_epi32(p0, _mm512_and_si512(v, m4), _mm512_set1_epi32(load_i32(yq)));
                 p1 = _mm512_dpbusd_epi32(p1, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
-                                         _mm512_set1_epi32(load_i32(y->qs + 64 * ch + 32 + 4 * k)));
+                                         _mm512_set1_epi32(load_i32(yq + 32)));
             }
             p[2 * ch] = p0, p[2 * ch + 1] = p1;
         }
         __m512i isum = _mm512_setzero_si512(), msum = _mm512_setzero_si512();
         UNROLL
-        for (int j = 0; j < 8; j++)
-            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p[j], _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_SC + 16 * j)))));
+        for (int j = 0; j < 8; j++) {
+            const __m512i sc = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_SC + 16 * j)));
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p[j], sc));
+        }
         UNROLL
-        for (int j = 0; j < 8; j++)
-            msum = _mm512_add_epi32(msum, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_MN + 16 * j))),
-                                                             _mm512_set1_epi32(y->bsums[2 * j] + y->bsums[2 * j + 1])));
+        for (int j = 0; j < 8; j++) {
+            const __m512i mn = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + K4C_MN + 16 * j)));
+            const int32_t bs = y->bsums[2 * j] + y->bsums[2 * j + 1];
+            msum = _mm512_add_epi32(msum, _mm512_mullo_epi32(mn, _mm512_set1_epi32(bs)));
+        }
         const __m512 dx = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K4C_D)));
         const __m512 dm = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K4C_D + 32)));
         acc = q4_K_add(acc, dx, dm, y->d, isum, msum);
@@ -590,13 +595,16 @@ INLINE void compact_dec_q6_K(int64_t K, const uint8_t *g, const kt_block_q8_K *y
                 UNROLL
                 for (int qd = 0; qd < 4; qd++) {
                     const int j = 8 * h + 2 * qd + m / 4;
-                    p[j] = _mm512_dpbusd_epi32(p[j], u[qd], _mm512_set1_epi32(load_i32(y->qs + 128 * h + 32 * qd + 4 * m)));
+                    const int32_t yq = load_i32(y->qs + 128 * h + 32 * qd + 4 * m);
+                    p[j] = _mm512_dpbusd_epi32(p[j], u[qd], _mm512_set1_epi32(yq));
                 }
             }
         __m512i isum = _mm512_setzero_si512();
         UNROLL
-        for (int j = 0; j < 16; j++)
-            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p[j], _mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)(g + K6C_SC + 16 * j)))));
+        for (int j = 0; j < 16; j++) {
+            const __m512i sc = _mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)(g + K6C_SC + 16 * j)));
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p[j], sc));
+        }
         const __m512 dx = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + K6C_D)));
         acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(dx, _mm512_set1_ps(y->d)), _mm512_cvtepi32_ps(isum)));
     }
