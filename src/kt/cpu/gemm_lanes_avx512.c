@@ -163,17 +163,27 @@ INLINE int32_t load_i32(const void *p) {
     return v;
 }
 
-/* One block's integer sums against one column, aux's offset included: as packed_tile's
- * (two chains, exact either way). */
-INLINE __m512i dec_isum(const uint8_t *q, const kt_block_q8_0 *y, int32_t off, const bool q4) {
+/* A block's quants, read in address order: Q4_0 nibbles split (low ones in u[0..3],
+ * high in u[4..7]), Q8_0 bytes as stored. */
+INLINE void pk_unpack(const uint8_t *q, __m512i u[8], const bool q4) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
-    __m512i u[8];
-    UNROLL
-    for (int k = 0; k < 8; k++) /* in address order */
-        if (k < 4 || !q4) u[k] = _mm512_load_si512(q + 64 * k);
-    UNROLL
-    for (int k = 0; k < 4; k++)
-        if (q4) u[k + 4] = _mm512_and_si512(_mm512_srli_epi16(u[k], 4), m4), u[k] = _mm512_and_si512(u[k], m4);
+    if (q4) {
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            const __m512i v = _mm512_load_si512(q + 64 * k);
+            u[k] = _mm512_and_si512(v, m4);
+            u[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+    } else {
+        UNROLL
+        for (int k = 0; k < 8; k++) u[k] = _mm512_load_si512(q + 64 * k);
+    }
+}
+
+/* A block's exact integer sum against one column, aux's offset included, in two chains
+ * (exact int32: the split changes nothing); each activation word is one 4-byte load,
+ * which folds into the broadcast operand. */
+INLINE __m512i pk_isum(const __m512i u[8], const kt_block_q8_0 *y, int32_t off) {
     __m512i p0 = _mm512_set1_epi32(off), p1 = _mm512_setzero_si512();
     UNROLL
     for (int k = 0; k < 4; k++) {
@@ -181,6 +191,12 @@ INLINE __m512i dec_isum(const uint8_t *q, const kt_block_q8_0 *y, int32_t off, c
         p1 = _mm512_dpbusd_epi32(p1, u[k + 4], _mm512_set1_epi32(load_i32(y->qs + 16 + 4 * k)));
     }
     return _mm512_add_epi32(p0, p1);
+}
+
+INLINE __m512i dec_isum(const uint8_t *q, const kt_block_q8_0 *y, int32_t off, const bool q4) {
+    __m512i u[8];
+    pk_unpack(q, u, q4);
+    return pk_isum(u, y, off);
 }
 
 INLINE __m512 dec_add(__m512 acc, const uint8_t *g, int64_t b, size_t qb, __m512i isum, float d) {
@@ -215,7 +231,6 @@ INLINE void packed_tile(int64_t K, const uint8_t *g, const void *const *yp, cons
         packed_dec(K, g, yp[0], aux[0], out[0], keep, q4);
         return;
     }
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
     const size_t qb = q4 ? Q40_QB : Q80_QB;
     __m512 acc[KT_LANES_COLS];
     UNROLL
@@ -224,30 +239,13 @@ INLINE void packed_tile(int64_t K, const uint8_t *g, const void *const *yp, cons
         const uint8_t *q = pk_quants(g, b, qb);
         if (!(b & 1)) prefetch_ahead(q, PAIR_BYTES(qb), kt_cpu_lanes_prefetch_q4);
         __m512i u[8];
-        if (q4) {
-            UNROLL
-            for (int k = 0; k < 4; k++) {
-                const __m512i v = _mm512_load_si512(q + 64 * k);
-                u[k] = _mm512_and_si512(v, m4);
-                u[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-            }
-        } else {
-            UNROLL
-            for (int k = 0; k < 8; k++) u[k] = _mm512_load_si512(q + 64 * k);
-        }
+        pk_unpack(q, u, q4);
         const __m512 dx = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)pk_scales(g, b, qb)));
         UNROLL
         for (int c = 0; c < C; c++) {
-            const kt_block_q8_0 *y = (const kt_block_q8_0 *)yp[c] + b;
-            /* two chains (exact int32: the split changes nothing) */
-            __m512i p0 = _mm512_set1_epi32(aux[c][b].off), p1 = _mm512_setzero_si512();
-            UNROLL
-            for (int k = 0; k < 4; k++) { /* one 4-byte load each: folds into the broadcast operand */
-                p0 = _mm512_dpbusd_epi32(p0, u[k], _mm512_set1_epi32(load_i32(y->qs + 4 * k)));
-                p1 = _mm512_dpbusd_epi32(p1, u[k + 4], _mm512_set1_epi32(load_i32(y->qs + 16 + 4 * k)));
-            }
+            const __m512i isum = pk_isum(u, (const kt_block_q8_0 *)yp[c] + b, aux[c][b].off);
             const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(aux[c][b].d));
-            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(p0, p1)), d, acc[c]);
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc[c]);
         }
     }
     UNROLL
