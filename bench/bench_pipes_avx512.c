@@ -1,12 +1,12 @@
 /*
  * bench_pipes_avx512.c - what one core of this CPU issues per cycle: 512-bit
- * FMA, multiply, add, vpdpbusd, vpmulld and shuffles, alone and in
- * pairs, and FMA beside loads that convert or broadcast (what the F16 cache
- * and the attention's broadcasts cost), each as 12 independent instructions
- * per loop turn (no dependency
- * chain limits them). Cycles come from a chain of dependent integer adds (one a
- * cycle), so no hardware counter is needed. The ceilings the README's speed
- * targets are weighed against come from here.
+ * FMA, multiply, add, vpdpbusd, vpmulld and shuffles, alone and in pairs, FMA
+ * beside loads that convert or broadcast (what the F16 cache and the
+ * attention's broadcasts cost), and vpdpbusd and FMA on 256 bits; each as 12
+ * independent instructions per loop turn (no dependency chain limits them).
+ * Cycles come from a chain of dependent integer adds (one a cycle), so no
+ * hardware counter is needed. The ceilings the README's speed targets are
+ * weighed against come from here.
  *   bench_pipes_avx512 [turns in millions (100)]
  */
 #include <immintrin.h>
@@ -33,11 +33,16 @@ static double now(void) {
 #define PM(A, B, i, j) A " %12, %13, %" #i "\n\t" B " %" #j "\n\t"
 #define BODYM(A, B) PM(A, B, 0, 1) PM(A, B, 2, 3) PM(A, B, 4, 5) PM(A, B, 6, 7) PM(A, B, 8, 9) PM(A, B, 10, 11)
 
+/* the same on the registers' 256-bit halves (%t: the ymm name) */
+#define PY(A, B, i, j) A " %t12, %t13, %t" #i "\n\t" B " %t12, %t13, %t" #j "\n\t"
+#define BODYY(A, B) PY(A, B, 0, 1) PY(A, B, 2, 3) PY(A, B, 4, 5) PY(A, B, 6, 7) PY(A, B, 8, 9) PY(A, B, 10, 11)
+
 static double ghz;
 static float mem[64] __attribute__((aligned(64)));
 
 #define TIME(NAME, A, B) TIMED(NAME, BODY(A, B))
 #define TIMEM(NAME, A, B) TIMED(NAME, BODYM(A, B))
+#define TIMEY(NAME, A, B) TIMED(NAME, BODYY(A, B))
 #define TIMED(NAME, TEXT)                                                                                              \
     do {                                                                                                               \
         __m512 r0 = _mm512_set1_ps(1.0f), r1 = r0, r2 = r0, r3 = r0, r4 = r0, r5 = r0, r6 = r0, r7 = r0, r8 = r0,     \
@@ -81,5 +86,9 @@ int main(int argc, char **argv) {
     TIMEM("fma + vbroadcastf32x4", "vfmadd231ps", "vbroadcastf32x4 (%14),");
     TIMEM("fma + fma {1to16} mem", "vfmadd231ps", "vfmadd231ps (%14)%{1to16%}, %13,");
     TIMEM("vpdpbusd + vpbroadcastd", "vpdpbusd", "vpbroadcastd (%14),");
+    /* 256-bit: twice as many a cycle would mean two 256-bit pipes that a 512-bit
+     * instruction takes both of (no more multiply-adds a cycle either way) */
+    TIMEY("vpdpbusd 256-bit", "vpdpbusd", "vpdpbusd");
+    TIMEY("fma 256-bit", "vfmadd231ps", "vfmadd231ps");
     return 0;
 }
