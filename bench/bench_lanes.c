@@ -21,8 +21,6 @@
 #include "kt-cpu.h"
 #include "kt.h"
 
-#define XPAND_MIN 32 /* mul_mat.c: columns from which the wide or expanded kernel runs */
-
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -90,9 +88,9 @@ static int run(enum kt_type t, int64_t K, int cols, int passes) {
     const char *which = "run";
     void (*fn)(int64_t, const void *, int, const void *const *, const struct kt_lanes_aux *const *, float *const *,
                int) = pk->run;
-    if (cols >= XPAND_MIN && pk->wide) {
+    if (cols >= KT_LANES_XPAND_MIN && pk->wide) {
         fn = pk->wide, which = "wide";
-    } else if (cols >= XPAND_MIN && pk->xsize) {
+    } else if (cols >= KT_LANES_XPAND_MIN && pk->xsize) {
         void *xs = xalloc(pk->xsize(K) + 64);
         pk->expand(K, group, xs);
         src = xs, fn = pk->xrun, which = "xrun";

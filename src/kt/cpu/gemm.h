@@ -86,6 +86,10 @@ struct kt_lanes_packer {
     void (*xrun)(int64_t K, const void *scratch, int nr, const void *const *y, const struct kt_lanes_aux *const *aux,
                  float *const *out, int nc);
 };
+/* Fewest columns of one group for which mul_mat takes wide, or expand and xrun, over
+ * run (fewer: run): `kiln bench -p 8,16 -n 0` on the 1.1B Q4_K_M, 110 -> 174 and 160
+ * -> 194 t/s going from 8 to 32. */
+#define KT_LANES_XPAND_MIN 32
 const struct kt_lanes_packer *kt_cpu_lanes_packer(enum kt_type type); /* from the kernel table, or NULL */
 const struct kt_lanes_packer *kt_cpu_pick_lanes_packer(kt_lanes_fn lanes);
 /* The repacked copy of a mul_mat weight (repack.c): the packer that reads it and the

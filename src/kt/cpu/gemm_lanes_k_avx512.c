@@ -220,13 +220,14 @@ INLINE void q4_K_pair(const uint8_t *g, int ch, const kt_block_q8_K *const *y, _
         isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_mullo_epi32(p0[c], s0), _mm512_mullo_epi32(p1[c], s1)));
 }
 
-/* Prompts (XPAND_MIN columns and more) straight from a compact group, four columns per
- * pass: per sub-block 8 vpdpbusd and one vpmulld a column, the mins' term by vpdpwssd
- * once per super-block (the decode kernel below spends 2 vpmulld per sub-block pair on
- * it), the nibbles, scales and mins unpacked on the way. Prompts used to expand each
- * group into a scratch layout first (this kernel's operands unpacked), once per tile:
- * that pass was 8% of a Q4_K_M pp128's compute in `perf`, and in cache this kernel is
- * 3-5% faster than the one on the expanded form was (bench_gemm, alternated). */
+/* Prompts (KT_LANES_XPAND_MIN columns and more) straight from a compact group, four
+ * columns per pass: per sub-block 8 vpdpbusd and one vpmulld a column, the mins' term
+ * by vpdpwssd once per super-block (the compact kernels below spend 2 vpmulld per
+ * sub-block pair on it), the nibbles, scales and mins unpacked on the way. Prompts
+ * used to expand each group into a scratch layout first (this kernel's operands
+ * unpacked), once per tile: that pass was 8% of a Q4_K_M pp128's compute in `perf`,
+ * and in cache this kernel is 3-5% faster than the one on the expanded form was
+ * (bench_gemm, alternated). */
 INLINE void wide_tile_q4_K(int64_t K, const uint8_t *g, const void *const *yp, float *const *out, __mmask16 keep,
                            const int C) {
     __m512 acc[K4P_COLS];

@@ -21,10 +21,6 @@
 #define TILE_ROWS 16 /* weight rows reused across a tile's columns */
 #define PACK_COLS 64 /* most columns per packed tile (rows in lanes) */
 #define PACK_MIN 8   /* fewest columns of one weight matrix worth a packed 16-row block */
-/* fewest columns for a K-quant packer's prompt path (wide, or expanding the group;
- * below: the compact kernel); `kiln bench -p 8,16 -n 0` on the 1.1B Q4_K_M: 110 -> 174
- * and 160 -> 194 t/s going from 8 to 32 */
-#define XPAND_MIN 32
 _Static_assert(KT_GEMM_COLS <= PACK_COLS && KT_LANES_COLS <= PACK_COLS, "a column group fits struct col_group");
 
 /* Rows-in-lanes kernel (gemm.h) for this node, or NULL: the 16 row offsets must fit
@@ -174,8 +170,8 @@ static void gemm_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t 
  * share one weight matrix. A 16-row group comes from the repacked copy (g0: group 0 of
  * the matrix, gsize bytes apart) or, given scratch and at least PACK_MIN columns, is
  * packed into the scratch once per matrix; the packer's run computes from it, or for
- * XPAND_MIN columns and more its wide, or its xrun from the expanded form (written once
- * per group).
+ * KT_LANES_XPAND_MIN columns and more its wide, or its xrun from the expanded form
+ * (written once per group).
  * Else the lanes kernel reads the weights as mapped. Same results every way. */
 static void lanes_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t N, int64_t B2, int64_t r2,
                        int64_t r3, const uint8_t *wdata, size_t brow, const uint8_t *auxd, kt_lanes_fn lanes,
@@ -204,9 +200,9 @@ static void lanes_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t
                 for (int c0 = 0; c0 < g.n; c0 += KT_LANES_COLS)
                     lanes(K, g.w + rr * a->nb[1], a->nb[1], nr, g.y + c0, ax + c0, g.out + c0,
                           g.n - c0 < KT_LANES_COLS ? g.n - c0 : KT_LANES_COLS);
-            } else if (pk->wide && g.n >= XPAND_MIN) {
+            } else if (pk->wide && g.n >= KT_LANES_XPAND_MIN) {
                 pk->wide(K, grp, nr, g.y, ax, g.out, g.n);
-            } else if (xs && g.n >= XPAND_MIN) {
+            } else if (xs && g.n >= KT_LANES_XPAND_MIN) {
                 if (g.w != expanded) pk->expand(K, grp, xs), expanded = g.w;
                 pk->xrun(K, xs, nr, g.y, ax, g.out, g.n);
             } else {
