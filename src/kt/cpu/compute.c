@@ -3,8 +3,11 @@
  * memory per node), and graph execution. All threads walk the same node list;
  * each enters a node's kernel with its index and does its share. A barrier
  * separates two nodes only when the second touches memory the nodes since the
- * last barrier wrote (or writes memory they read): independent neighbours
- * (q, k and v projections) run without one.
+ * last barrier wrote (or writes memory they read), or when both use the shared
+ * work buffer and chunk counter: independent neighbours such as the RoPE of q
+ * and of k, or the stores of k and v into the cache, run without one, while the
+ * q, k and v projections (mul_mat, which converts its activations into the work
+ * buffer) each wait for the one before.
  */
 #include "cpu.h"
 
@@ -346,8 +349,7 @@ struct kt_threadpool *kt_threadpool_new(int n_threads) {
         kt_set_error("kt_threadpool_new: out of memory");
         return NULL;
     }
-    const char *prof = getenv("KT_CPU_PROFILE");
-    if (prof && strcmp(prof, "0") != 0)
+    if (kt_cpu_env()->profile)
         tp->prof = aligned_alloc(_Alignof(struct prof), (size_t)n_threads * sizeof(struct prof));
     if (tp->prof) memset(tp->prof, 0, (size_t)n_threads * sizeof(struct prof));
     pthread_mutex_init(&tp->mu, NULL);
