@@ -11,11 +11,63 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <stddef.h>
+
 #define restrict __restrict__
+#define _Static_assert static_assert /* quant.h is C11; its layout checks hold in C++ too */
 extern "C" {
 #include "backend-impl.h"
+#include "quant.h"
 }
+#undef _Static_assert
 #undef restrict
+
+/* ---- block layouts: the structs of quant.h as byte counts and offsets, for kernels
+ * that read a block's bytes directly (fp16 scales at any 2-byte boundary, quants as
+ * words). Each is checked against quant.h below, so a layout that changes there
+ * stops this file compiling instead of being read wrong on the GPU. */
+enum {
+    KT_CU_Q4_0_BYTES = 18, KT_CU_Q4_0_QS = 2,
+    KT_CU_Q4_1_BYTES = 20, KT_CU_Q4_1_M = 2, KT_CU_Q4_1_QS = 4,
+    KT_CU_Q5_0_BYTES = 22, KT_CU_Q5_0_QH = 2, KT_CU_Q5_0_QS = 6,
+    KT_CU_Q5_1_BYTES = 24, KT_CU_Q5_1_M = 2, KT_CU_Q5_1_QH = 4, KT_CU_Q5_1_QS = 8,
+    KT_CU_Q8_0_BYTES = 34, KT_CU_Q8_0_QS = 2,
+    KT_CU_Q4_K_BYTES = 144, KT_CU_Q4_K_DMIN = 2, KT_CU_Q4_K_SCALES = 4, KT_CU_Q4_K_QS = 16,
+    KT_CU_Q5_K_BYTES = 176, KT_CU_Q5_K_DMIN = 2, KT_CU_Q5_K_SCALES = 4, KT_CU_Q5_K_QH = 16, KT_CU_Q5_K_QS = 48,
+    KT_CU_Q6_K_BYTES = 210, KT_CU_Q6_K_QL = 0, KT_CU_Q6_K_QH = 128, KT_CU_Q6_K_SCALES = 192, KT_CU_Q6_K_D = 208,
+};
+#define KT_CU_LAYOUT(block, bytes) static_assert(sizeof(block) == (bytes), #block " size")
+#define KT_CU_FIELD(block, field, off) static_assert(offsetof(block, field) == (off), #block "." #field " offset")
+KT_CU_LAYOUT(kt_block_q4_0, KT_CU_Q4_0_BYTES);
+KT_CU_FIELD(kt_block_q4_0, qs, KT_CU_Q4_0_QS);
+KT_CU_LAYOUT(kt_block_q4_1, KT_CU_Q4_1_BYTES);
+KT_CU_FIELD(kt_block_q4_1, m, KT_CU_Q4_1_M);
+KT_CU_FIELD(kt_block_q4_1, qs, KT_CU_Q4_1_QS);
+KT_CU_LAYOUT(kt_block_q5_0, KT_CU_Q5_0_BYTES);
+KT_CU_FIELD(kt_block_q5_0, qh, KT_CU_Q5_0_QH);
+KT_CU_FIELD(kt_block_q5_0, qs, KT_CU_Q5_0_QS);
+KT_CU_LAYOUT(kt_block_q5_1, KT_CU_Q5_1_BYTES);
+KT_CU_FIELD(kt_block_q5_1, m, KT_CU_Q5_1_M);
+KT_CU_FIELD(kt_block_q5_1, qh, KT_CU_Q5_1_QH);
+KT_CU_FIELD(kt_block_q5_1, qs, KT_CU_Q5_1_QS);
+KT_CU_LAYOUT(kt_block_q8_0, KT_CU_Q8_0_BYTES);
+KT_CU_FIELD(kt_block_q8_0, qs, KT_CU_Q8_0_QS);
+KT_CU_LAYOUT(kt_block_q4_K, KT_CU_Q4_K_BYTES);
+KT_CU_FIELD(kt_block_q4_K, dmin, KT_CU_Q4_K_DMIN);
+KT_CU_FIELD(kt_block_q4_K, scales, KT_CU_Q4_K_SCALES);
+KT_CU_FIELD(kt_block_q4_K, qs, KT_CU_Q4_K_QS);
+KT_CU_LAYOUT(kt_block_q5_K, KT_CU_Q5_K_BYTES);
+KT_CU_FIELD(kt_block_q5_K, dmin, KT_CU_Q5_K_DMIN);
+KT_CU_FIELD(kt_block_q5_K, scales, KT_CU_Q5_K_SCALES);
+KT_CU_FIELD(kt_block_q5_K, qh, KT_CU_Q5_K_QH);
+KT_CU_FIELD(kt_block_q5_K, qs, KT_CU_Q5_K_QS);
+KT_CU_LAYOUT(kt_block_q6_K, KT_CU_Q6_K_BYTES);
+KT_CU_FIELD(kt_block_q6_K, ql, KT_CU_Q6_K_QL);
+KT_CU_FIELD(kt_block_q6_K, qh, KT_CU_Q6_K_QH);
+KT_CU_FIELD(kt_block_q6_K, scales, KT_CU_Q6_K_SCALES);
+KT_CU_FIELD(kt_block_q6_K, d, KT_CU_Q6_K_D);
+#undef KT_CU_LAYOUT
+#undef KT_CU_FIELD
 
 /* A tensor by value: what a kernel needs to address any element. */
 struct kt_cu_t {
@@ -87,56 +139,56 @@ __device__ __forceinline__ float kt_cu_load(int type, const char *row, int64_t k
     case KT_TYPE_F16:
         return __half2float(((const __half *)row)[k]);
     case KT_TYPE_Q4_0: {
-        const uint8_t *b = r + (k / 32) * 18;
+        const uint8_t *b = r + (k / 32) * KT_CU_Q4_0_BYTES, *qs = b + KT_CU_Q4_0_QS;
         const int j = (int)(k % 32);
-        const int q = j < 16 ? (b[2 + j] & 0xf) : (b[2 + j - 16] >> 4);
+        const int q = j < 16 ? (qs[j] & 0xf) : (qs[j - 16] >> 4);
         return (float)(q - 8) * kt_cu_h(b);
     }
     case KT_TYPE_Q4_1: {
-        const uint8_t *b = r + (k / 32) * 20;
+        const uint8_t *b = r + (k / 32) * KT_CU_Q4_1_BYTES, *qs = b + KT_CU_Q4_1_QS;
         const int j = (int)(k % 32);
-        const int q = j < 16 ? (b[4 + j] & 0xf) : (b[4 + j - 16] >> 4);
-        return (float)q * kt_cu_h(b) + kt_cu_h(b + 2);
+        const int q = j < 16 ? (qs[j] & 0xf) : (qs[j - 16] >> 4);
+        return (float)q * kt_cu_h(b) + kt_cu_h(b + KT_CU_Q4_1_M);
     }
     case KT_TYPE_Q5_0: {
-        const uint8_t *b = r + (k / 32) * 22;
+        const uint8_t *b = r + (k / 32) * KT_CU_Q5_0_BYTES, *qs = b + KT_CU_Q5_0_QS;
         const int j = (int)(k % 32);
         uint32_t qh;
-        memcpy(&qh, b + 2, 4);
-        const int lo = j < 16 ? (b[6 + j] & 0xf) : (b[6 + j - 16] >> 4);
+        memcpy(&qh, b + KT_CU_Q5_0_QH, 4);
+        const int lo = j < 16 ? (qs[j] & 0xf) : (qs[j - 16] >> 4);
         return (float)((lo | (int)(((qh >> j) & 1) << 4)) - 16) * kt_cu_h(b);
     }
     case KT_TYPE_Q5_1: {
-        const uint8_t *b = r + (k / 32) * 24;
+        const uint8_t *b = r + (k / 32) * KT_CU_Q5_1_BYTES, *qs = b + KT_CU_Q5_1_QS;
         const int j = (int)(k % 32);
         uint32_t qh;
-        memcpy(&qh, b + 4, 4);
-        const int lo = j < 16 ? (b[8 + j] & 0xf) : (b[8 + j - 16] >> 4);
-        return (float)(lo | (int)(((qh >> j) & 1) << 4)) * kt_cu_h(b) + kt_cu_h(b + 2);
+        memcpy(&qh, b + KT_CU_Q5_1_QH, 4);
+        const int lo = j < 16 ? (qs[j] & 0xf) : (qs[j - 16] >> 4);
+        return (float)(lo | (int)(((qh >> j) & 1) << 4)) * kt_cu_h(b) + kt_cu_h(b + KT_CU_Q5_1_M);
     }
     case KT_TYPE_Q8_0: {
-        const uint8_t *b = r + (k / 32) * 34;
-        return (float)(int8_t)b[2 + k % 32] * kt_cu_h(b);
+        const uint8_t *b = r + (k / 32) * KT_CU_Q8_0_BYTES;
+        return (float)(int8_t)b[KT_CU_Q8_0_QS + k % 32] * kt_cu_h(b);
     }
     case KT_TYPE_Q4_K:
     case KT_TYPE_Q5_K: {
         const bool five = type == KT_TYPE_Q5_K;
-        const uint8_t *b = r + (k / 256) * (five ? 176 : 144);
+        const uint8_t *b = r + (k / 256) * (five ? KT_CU_Q5_K_BYTES : KT_CU_Q4_K_BYTES);
         const int e = (int)(k % 256), j = e / 32, l = e % 32;
         int sc, mn;
-        kt_cu_k4_scale_min(j, b + 4, &sc, &mn);
-        const uint8_t *qs = b + (five ? 48 : 16);
+        kt_cu_k4_scale_min(j, b + KT_CU_Q4_K_SCALES, &sc, &mn); /* (the same offset in Q5_K) */
+        const uint8_t *qs = b + (five ? KT_CU_Q5_K_QS : KT_CU_Q4_K_QS);
         int q = (qs[(j / 2) * 32 + l] >> ((j & 1) * 4)) & 0xf;
-        if (five) q += ((b[16 + l] >> j) & 1) * 16;
-        const float dl = kt_cu_h(b) * (float)sc, ml = kt_cu_h(b + 2) * (float)mn;
+        if (five) q += ((b[KT_CU_Q5_K_QH + l] >> j) & 1) * 16;
+        const float dl = kt_cu_h(b) * (float)sc, ml = kt_cu_h(b + KT_CU_Q4_K_DMIN) * (float)mn;
         return dl * (float)q - ml;
     }
     case KT_TYPE_Q6_K: {
-        const uint8_t *b = r + (k / 256) * 210;
+        const uint8_t *b = r + (k / 256) * KT_CU_Q6_K_BYTES;
         const int e = (int)(k % 256), h = e / 128, kk = (e / 32) % 4, l = e % 32;
-        const int lo = (b[64 * h + l + 32 * (kk & 1)] >> (4 * (kk >> 1))) & 0xf;
-        const int hi = (b[128 + 32 * h + l] >> (2 * kk)) & 3;
-        const float ds = kt_cu_h(b + 208) * (float)(int8_t)b[192 + e / 16];
+        const int lo = (b[KT_CU_Q6_K_QL + 64 * h + l + 32 * (kk & 1)] >> (4 * (kk >> 1))) & 0xf;
+        const int hi = (b[KT_CU_Q6_K_QH + 32 * h + l] >> (2 * kk)) & 3;
+        const float ds = kt_cu_h(b + KT_CU_Q6_K_D) * (float)(int8_t)b[KT_CU_Q6_K_SCALES + e / 16];
         return ds * (float)((lo | (hi << 4)) - 32);
     }
     default:

@@ -24,14 +24,14 @@
 
 /* Block bytes and block elements of the types this file reads. */
 template <int T> struct qt;
-template <> struct qt<KT_TYPE_Q4_0> { enum { bb = 18, be = 32 }; };
-template <> struct qt<KT_TYPE_Q4_1> { enum { bb = 20, be = 32 }; };
-template <> struct qt<KT_TYPE_Q5_0> { enum { bb = 22, be = 32 }; };
-template <> struct qt<KT_TYPE_Q5_1> { enum { bb = 24, be = 32 }; };
-template <> struct qt<KT_TYPE_Q8_0> { enum { bb = 34, be = 32 }; };
-template <> struct qt<KT_TYPE_Q4_K> { enum { bb = 144, be = 256 }; };
-template <> struct qt<KT_TYPE_Q5_K> { enum { bb = 176, be = 256 }; };
-template <> struct qt<KT_TYPE_Q6_K> { enum { bb = 210, be = 256 }; };
+template <> struct qt<KT_TYPE_Q4_0> { enum { bb = KT_CU_Q4_0_BYTES, be = KT_QK4_0 }; };
+template <> struct qt<KT_TYPE_Q4_1> { enum { bb = KT_CU_Q4_1_BYTES, be = KT_QK4_1 }; };
+template <> struct qt<KT_TYPE_Q5_0> { enum { bb = KT_CU_Q5_0_BYTES, be = KT_QK5_0 }; };
+template <> struct qt<KT_TYPE_Q5_1> { enum { bb = KT_CU_Q5_1_BYTES, be = KT_QK5_1 }; };
+template <> struct qt<KT_TYPE_Q8_0> { enum { bb = KT_CU_Q8_0_BYTES, be = KT_QK8_0 }; };
+template <> struct qt<KT_TYPE_Q4_K> { enum { bb = KT_CU_Q4_K_BYTES, be = KT_QK_K }; };
+template <> struct qt<KT_TYPE_Q5_K> { enum { bb = KT_CU_Q5_K_BYTES, be = KT_QK_K }; };
+template <> struct qt<KT_TYPE_Q6_K> { enum { bb = KT_CU_Q6_K_BYTES, be = KT_QK_K }; };
 
 /* 16-byte vectors in one segment (every type's segment is a whole number of them). */
 template <int T> __host__ __device__ constexpr int seg_vecs() { return SEG_ELEMS / qt<T>::be * qt<T>::bb / 16; }
@@ -59,7 +59,7 @@ __device__ __forceinline__ void load_x(const int8_t *q, int *x) {
 template <int T>
 __device__ __forceinline__ float chunk_dot(const uint8_t *w, int ch, const int *x, float dx, float sx, float acc) {
     if (T == KT_TYPE_Q4_0 || T == KT_TYPE_Q4_1) {
-        const uint8_t *b = w + ch * qt<T>::bb, *qs = b + (T == KT_TYPE_Q4_0 ? 2 : 4);
+        const uint8_t *b = w + ch * qt<T>::bb, *qs = b + (T == KT_TYPE_Q4_0 ? KT_CU_Q4_0_QS : KT_CU_Q4_1_QS);
         int s = 0;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -68,10 +68,10 @@ __device__ __forceinline__ float chunk_dot(const uint8_t *w, int ch, const int *
             s = __dp4a((v >> 4) & 0x0F0F0F0F, x[i + 4], s);
         }
         if (T == KT_TYPE_Q4_0) return fmaf((float)(s - 8 * (int)sx), kt_cu_h(b) * dx, acc);
-        return acc + (float)s * (kt_cu_h(b) * dx) + kt_cu_h(b + 2) * (dx * sx);
+        return acc + (float)s * (kt_cu_h(b) * dx) + kt_cu_h(b + KT_CU_Q4_1_M) * (dx * sx);
     } else if (T == KT_TYPE_Q5_0 || T == KT_TYPE_Q5_1) {
-        const uint8_t *b = w + ch * qt<T>::bb, *qs = b + (T == KT_TYPE_Q5_0 ? 6 : 8);
-        const uint32_t qh = (uint32_t)ld2x2(b + (T == KT_TYPE_Q5_0 ? 2 : 4));
+        const uint8_t *b = w + ch * qt<T>::bb, *qs = b + (T == KT_TYPE_Q5_0 ? KT_CU_Q5_0_QS : KT_CU_Q5_1_QS);
+        const uint32_t qh = (uint32_t)ld2x2(b + (T == KT_TYPE_Q5_0 ? KT_CU_Q5_0_QH : KT_CU_Q5_1_QH));
         int s = 0;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -80,31 +80,31 @@ __device__ __forceinline__ float chunk_dot(const uint8_t *w, int ch, const int *
             s = __dp4a(((v >> 4) & 0x0F0F0F0F) | spread4(qh >> (16 + 4 * i)), x[i + 4], s);
         }
         if (T == KT_TYPE_Q5_0) return acc + (float)(s - 16 * (int)sx) * (kt_cu_h(b) * dx);
-        return acc + (float)s * (kt_cu_h(b) * dx) + kt_cu_h(b + 2) * (dx * sx);
+        return acc + (float)s * (kt_cu_h(b) * dx) + kt_cu_h(b + KT_CU_Q5_1_M) * (dx * sx);
     } else if (T == KT_TYPE_Q8_0) {
-        const uint8_t *b = w + ch * 34;
+        const uint8_t *b = w + ch * KT_CU_Q8_0_BYTES;
         int s = 0;
 #pragma unroll
-        for (int i = 0; i < 8; i++) s = __dp4a(ld2x2(b + 2 + 4 * i), x[i], s);
+        for (int i = 0; i < 8; i++) s = __dp4a(ld2x2(b + KT_CU_Q8_0_QS + 4 * i), x[i], s);
         return fmaf((float)s, kt_cu_h(b) * dx, acc);
     } else if (T == KT_TYPE_Q4_K || T == KT_TYPE_Q5_K) {
         const bool five = T == KT_TYPE_Q5_K;
         const int j = ch % 8;
-        const uint8_t *b = w + (ch / 8) * qt<T>::bb, *qs = b + (five ? 48 : 16) + (j / 2) * 32;
+        const uint8_t *b = w + (ch / 8) * qt<T>::bb, *qs = b + (five ? KT_CU_Q5_K_QS : KT_CU_Q4_K_QS) + (j / 2) * 32;
         int s = 0;
 #pragma unroll
         for (int i = 0; i < 8; i++) {
             int v = (ld4(qs + 4 * i) >> (4 * (j & 1))) & 0x0F0F0F0F;
-            if (five) v |= (int)(((uint32_t)ld4(b + 16 + 4 * i) >> j) & 0x01010101u) << 4;
+            if (five) v |= (int)(((uint32_t)ld4(b + KT_CU_Q5_K_QH + 4 * i) >> j) & 0x01010101u) << 4;
             s = __dp4a(v, x[i], s);
         }
         int sc, mn;
-        kt_cu_k4_scale_min(j, b + 4, &sc, &mn);
-        return acc + dx * (kt_cu_h(b) * (float)sc * (float)s - kt_cu_h(b + 2) * (float)mn * sx);
+        kt_cu_k4_scale_min(j, b + KT_CU_Q4_K_SCALES, &sc, &mn); /* (the same offsets in Q5_K) */
+        return acc + dx * (kt_cu_h(b) * (float)sc * (float)s - kt_cu_h(b + KT_CU_Q4_K_DMIN) * (float)mn * sx);
     } else { /* Q6_K */
         const int j = ch % 8, h = j / 4, kk = j % 4;
-        const uint8_t *b = w + (ch / 8) * 210;
-        const uint8_t *ql = b + 64 * h + 32 * (kk & 1), *qh = b + 128 + 32 * h;
+        const uint8_t *b = w + (ch / 8) * KT_CU_Q6_K_BYTES;
+        const uint8_t *ql = b + KT_CU_Q6_K_QL + 64 * h + 32 * (kk & 1), *qh = b + KT_CU_Q6_K_QH + 32 * h;
         int s0 = 0, s1 = 0;
 #pragma unroll
         for (int i = 0; i < 8; i++) {
@@ -116,8 +116,8 @@ __device__ __forceinline__ float chunk_dot(const uint8_t *w, int ch, const int *
             else
                 s1 = __dp4a(q, x[i], s1);
         }
-        const int8_t *sc = (const int8_t *)(b + 192 + 2 * j);
-        return acc + (kt_cu_h(b + 208) * dx) * (float)(sc[0] * s0 + sc[1] * s1);
+        const int8_t *sc = (const int8_t *)(b + KT_CU_Q6_K_SCALES + 2 * j);
+        return acc + (kt_cu_h(b + KT_CU_Q6_K_D) * dx) * (float)(sc[0] * s0 + sc[1] * s1);
     }
 }
 

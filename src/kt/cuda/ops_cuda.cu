@@ -367,17 +367,17 @@ void kt_cu_copy(cudaStream_t s, kt_cu_t dst, kt_cu_t a) {
 template <int T>
 __device__ __forceinline__ void deq4(const char *row, int64_t ch, int sub, float *w) {
     if (T == KT_TYPE_Q4_0) {
-        const uint8_t *b = (const uint8_t *)row + ch * 18;
+        const uint8_t *b = (const uint8_t *)row + ch * KT_CU_Q4_0_BYTES;
         const float d = kt_cu_h(b);
-        const uint16_t *q = (const uint16_t *)(b + 2 + 4 * (sub & 3));
+        const uint16_t *q = (const uint16_t *)(b + KT_CU_Q4_0_QS + 4 * (sub & 3));
         const uint32_t v = (uint32_t)q[0] | (uint32_t)q[1] << 16;
         const int sh = sub >= 4 ? 4 : 0;
 #pragma unroll
         for (int i = 0; i < 4; i++) w[i] = (float)((int)((v >> (8 * i + sh)) & 0xf) - 8) * d;
     } else if (T == KT_TYPE_Q8_0) {
-        const uint8_t *b = (const uint8_t *)row + ch * 34;
+        const uint8_t *b = (const uint8_t *)row + ch * KT_CU_Q8_0_BYTES;
         const float d = kt_cu_h(b);
-        const uint16_t *q = (const uint16_t *)(b + 2 + 4 * sub);
+        const uint16_t *q = (const uint16_t *)(b + KT_CU_Q8_0_QS + 4 * sub);
         const uint32_t v = (uint32_t)q[0] | (uint32_t)q[1] << 16;
 #pragma unroll
         for (int i = 0; i < 4; i++) w[i] = (float)(int8_t)(v >> (8 * i)) * d;
