@@ -88,10 +88,25 @@ size_t kt_cpu_mul_mat_work_size(const struct kt_tensor *dst, int n_threads);
 bool kt_cpu_cpy_supports(const struct kt_tensor *dst);
 bool kt_cpu_mul_mat_supports(const struct kt_tensor *dst);
 
-/* The kernel table (kernels.c): every kernel choice made once per process, at
- * backend init or first use, from the CPU and the environment (KT_CPU_ISA=ref|avx2
- * caps the ISA, KT_CPU_GEMM=off turns the block mul_mat kernels off). */
 enum kt_cpu_isa { KT_CPU_ISA_REF, KT_CPU_ISA_AVX2, KT_CPU_ISA_AVX512 };
+
+/* The environment knobs (env.c), read once per process; docs/cli.md lists them. */
+struct kt_cpu_env {
+    enum kt_cpu_isa isa_cap; /* KT_CPU_ISA=ref|avx2: the highest ISA the kernels may use */
+    bool gemm_off;           /* KT_CPU_GEMM=off: mul_mat through vec_dot only, no block kernels */
+    bool repack_off;         /* KT_CPU_REPACK=off: the CPU offers no repacking buffer type */
+    bool profile;            /* KT_CPU_PROFILE (not 0): time per op, printed when a pool is freed */
+    size_t prefetch;         /* KT_CPU_PREFETCH: bytes the K-quant group kernels prefetch ahead */
+    size_t prefetch_q4;      /* KT_CPU_PREFETCH_Q4: the same for Q4_0/Q8_0 prompts */
+    size_t prefetch_dec;     /* KT_CPU_PREFETCH_DEC: the same for decoding (0: none) */
+};
+const struct kt_cpu_env *kt_cpu_env(void);
+/* Read them again (kt_cpu_kernels_reinit does; not while a graph computes). */
+void kt_cpu_env_reread(void);
+
+/* The kernel table (kernels.c): every kernel choice made once per process, at
+ * backend init or first use, from the CPU and the environment (kt_cpu_env: the ISA
+ * cap, the block mul_mat kernels on or off). */
 struct kt_cpu_kernels {
     enum kt_cpu_isa isa;
     bool rows_avx512; /* the row kernels of ops_isa.h may run */
@@ -99,8 +114,8 @@ struct kt_cpu_kernels {
     kt_from_float_fn from_float[KT_TYPE_COUNT];
 };
 const struct kt_cpu_kernels *kt_cpu_kernels(void);
-/* Choose again from the environment (tests that switch KT_CPU_ISA between passes;
- * not while a graph computes). */
+/* Read the environment again and choose again (tests that switch KT_CPU_ISA between
+ * passes; not while a graph computes). */
 void kt_cpu_kernels_reinit(void);
 
 /* Vector dot for a weight type on this CPU: the fastest variant the CPU can run
@@ -109,7 +124,7 @@ static inline kt_vec_dot_fn kt_cpu_vec_dot(enum kt_type type) { return kt_cpu_ke
 /* Quantizer for activations into a dot partner type (same bytes as the reference). */
 static inline kt_from_float_fn kt_cpu_from_float(enum kt_type type) { return kt_cpu_kernels()->from_float[type]; }
 
-/* vec_dot.c: the ISA level this CPU runs, capped by KT_CPU_ISA (*rows_avx512: the
+/* vec_dot.c: the ISA level this CPU runs, capped by kt_cpu_env (*rows_avx512: the
  * ops_isa.h row kernels may run), and the kernels for a level. */
 enum kt_cpu_isa kt_cpu_isa_level(bool *rows_avx512);
 kt_vec_dot_fn kt_cpu_pick_vec_dot(enum kt_type type, enum kt_cpu_isa isa);

@@ -2,7 +2,8 @@
  * kernels.c - the CPU engine's kernel table: every dot product, activation
  * quantizer, block mul_mat kernel and the row kernels' ISA chosen once per
  * process (backend init or first use) instead of on every kernel call, from the
- * CPU's features and the environment (KT_CPU_ISA, KT_CPU_GEMM; see cpu.h).
+ * CPU's features and the environment (kt_cpu_env: KT_CPU_ISA, KT_CPU_GEMM, the
+ * prefetch distances).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -23,20 +24,19 @@ struct table {
 static struct table table;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
-/* how far ahead the compact-group kernels prefetch into L2 (lanes_avx512.h says why) */
-size_t kt_cpu_lanes_prefetch = 54272, kt_cpu_lanes_prefetch_q4 = 6144, kt_cpu_lanes_prefetch_dec = 0;
+/* how far ahead the compact-group kernels prefetch into L2 (lanes_avx512.h says why;
+ * the defaults are env.c's) */
+size_t kt_cpu_lanes_prefetch, kt_cpu_lanes_prefetch_q4, kt_cpu_lanes_prefetch_dec;
 
 static void build(void) {
     struct table t;
     memset(&t, 0, sizeof t);
     t.k.isa = kt_cpu_isa_level(&t.k.rows_avx512);
-    const char *pf = getenv("KT_CPU_PREFETCH"), *pf4 = getenv("KT_CPU_PREFETCH_Q4");
-    if (pf) kt_cpu_lanes_prefetch = (size_t)strtoul(pf, NULL, 10);
-    if (pf4) kt_cpu_lanes_prefetch_q4 = (size_t)strtoul(pf4, NULL, 10);
-    const char *pfd = getenv("KT_CPU_PREFETCH_DEC");
-    if (pfd) kt_cpu_lanes_prefetch_dec = (size_t)strtoul(pfd, NULL, 10);
-    const char *g = getenv("KT_CPU_GEMM");
-    const bool gemm_off = g && strcmp(g, "off") == 0;
+    const struct kt_cpu_env *env = kt_cpu_env();
+    kt_cpu_lanes_prefetch = env->prefetch;
+    kt_cpu_lanes_prefetch_q4 = env->prefetch_q4;
+    kt_cpu_lanes_prefetch_dec = env->prefetch_dec;
+    const bool gemm_off = env->gemm_off;
     for (int i = 0; i < KT_TYPE_COUNT; i++) {
         const enum kt_type type = (enum kt_type)i;
         if (!kt_get_type_traits(type)->name) continue;
@@ -57,6 +57,7 @@ const struct kt_cpu_kernels *kt_cpu_kernels(void) {
 
 void kt_cpu_kernels_reinit(void) {
     pthread_once(&table_once, build);
+    kt_cpu_env_reread();
     build();
 }
 

@@ -44,8 +44,7 @@ struct kt_cpu_repack {
 
 /* Whether a tensor is copied at all (not with KT_CPU_REPACK=off; not twice). */
 static bool copyable(const struct kt_tensor *t) {
-    const char *env = getenv("KT_CPU_REPACK");
-    if (env && strcmp(env, "off") == 0) return false;
+    if (kt_cpu_env()->repack_off) return false;
     return !t->view_src && t->data && kt_is_contiguous(t) && !t->extra;
 }
 

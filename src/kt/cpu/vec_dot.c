@@ -45,12 +45,9 @@ enum kt_cpu_isa kt_cpu_isa_level(bool *rows_avx512) {
     pthread_once(&isa_once, detect_isa);
     enum kt_cpu_isa isa = isa_detected;
     bool rows = avx512_rows;
-    const char *cap = getenv("KT_CPU_ISA");
-    if (cap && strcmp(cap, "ref") == 0) isa = KT_CPU_ISA_REF, rows = false;
-    if (cap && strcmp(cap, "avx2") == 0) {
-        if (isa > KT_CPU_ISA_AVX2) isa = KT_CPU_ISA_AVX2;
-        rows = false;
-    }
+    const enum kt_cpu_isa cap = kt_cpu_env()->isa_cap;
+    if (isa > cap) isa = cap;
+    if (cap < KT_CPU_ISA_AVX512) rows = false;
     if (rows_avx512) *rows_avx512 = rows;
     return isa;
 }
