@@ -81,7 +81,11 @@ struct kt_threadpool {
     struct kt_cplan *plan;
     int n_active;   /* threads taking part (<= n_threads) */
     atomic_int n_done;
-    atomic_bool aborted;
+    /* the barrier (counted from 0 in this computation) after which every thread stops,
+     * -1: none. Thread 0 sets it before entering that barrier; a thread reads it after
+     * each barrier and stops once it has passed that one, so a worker still between the
+     * barriers before cannot leave early and strand the others at the next. */
+    atomic_int abort_at;
 
     /* barrier: the last thread to arrive bumps `passed` */
     atomic_int n_arrived;
@@ -277,6 +281,7 @@ static void run_graph(struct kt_threadpool *tp, int ith) {
     struct kt_compute_params params = {
         .ith = ith, .nth = tp->n_active, .wsize = plan->work_size, .wdata = plan->work_data, .tp = tp};
     struct pending pd = {0};
+    int n_barriers = 0;
     for (int i = 0; i < gf->n_nodes; i++) {
         struct kt_tensor *node = gf->nodes[i];
         const struct kt_cpu_op *op = &kt_cpu_ops[node->op];
@@ -284,11 +289,13 @@ static void run_graph(struct kt_threadpool *tp, int ith) {
         const bool uses_work = op->work_size != NULL;
         if (needs_barrier(&pd, node, uses_work)) {
             if (ith == 0 && plan->abort_callback && plan->abort_callback(plan->abort_callback_data))
-                atomic_store(&tp->aborted, true);
+                atomic_store(&tp->abort_at, n_barriers);
             barrier(tp, ith);
             pd.n_w = pd.n_r = 0;
             pd.work = false;
-            if (atomic_load(&tp->aborted)) return;
+            const int at = atomic_load(&tp->abort_at);
+            if (at >= 0 && at <= n_barriers) return;
+            n_barriers++;
         }
         struct prof *pr = tp->prof ? &tp->prof[ith] : NULL;
         const double t0 = pr ? now_ns() : 0, b0 = pr ? pr->bar_ns : 0;
@@ -470,7 +477,7 @@ enum kt_status kt_graph_compute(struct kt_cgraph *gf, struct kt_cplan *plan) {
     tp->plan = plan;
     tp->graphs++;
     tp->n_active = n;
-    atomic_store(&tp->aborted, false);
+    atomic_store(&tp->abort_at, -1);
     atomic_store(&tp->n_done, 0);
     atomic_store(&tp->n_arrived, 0);
     if (tp->n_threads > 1) {
@@ -483,7 +490,7 @@ enum kt_status kt_graph_compute(struct kt_cgraph *gf, struct kt_cplan *plan) {
     /* wait until every worker has left this computation before the next one reuses the pool */
     unsigned spins = 0;
     while (atomic_load_explicit(&tp->n_done, memory_order_acquire) < tp->n_threads - 1) cpu_relax(&spins);
-    bool aborted = atomic_load(&tp->aborted);
+    const bool aborted = atomic_load(&tp->abort_at) >= 0;
     if (own) kt_threadpool_free(tp);
     if (aborted) {
         kt_set_error("kt cpu: computation aborted by the callback");
