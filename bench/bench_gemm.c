@@ -6,7 +6,7 @@
  * vec_dot path (same results), KT_CPU_ISA=avx2 the AVX2 kernels. With
  * KT_BENCH_MARK=1 (bench_insns sets it) the timed runs are bracketed by SIGSTOP
  * so that bench_insns counts their instructions: give TYPE and THREADS 1.
- * The weights are repacked as a model's are (kt_cpu_repack_weights) unless
+ * The weights are repacked as a model's are (the CPU_REPACK buffer type) unless
  * KT_CPU_REPACK=off; from 256 MiB on they sit in huge pages as a large model's do, so
  * decode over a model's row length streams as in the model with M up to 2^20, e.g.
  * `bench_gemm 4 262144 2048 1 q4_K 1`.
@@ -25,6 +25,8 @@ static double now(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+static bool only(const struct kt_tensor *t, void *data) { return t == data; }
 
 static double bench(enum kt_type type, int64_t M, int64_t K, int64_t N, int threads, int reps) {
     const size_t wbytes = kt_row_size(type, K) * (size_t)M;
@@ -49,7 +51,8 @@ static double bench(enum kt_type type, int64_t M, int64_t K, int64_t N, int thre
         bd[i] = (float)((int64_t)(s >> 40) % 2001 - 1000) / 1000.0f;
     }
     free(row);
-    struct kt_cpu_repack *rp = kt_cpu_repack_weights(&a, (const bool[]){true}, 1, false);
+    struct kt_buffer_type *rp_buft = kt_dev_extra_bufts(kt_dev_by_type(KT_DEVICE_TYPE_CPU))[0];
+    struct kt_buffer *rp = rp_buft ? kt_backend_move_ctx_tensors(ctx, rp_buft, only, a) : NULL;
     struct kt_cgraph *gf = kt_new_graph(ctx);
     kt_build_forward_expand(gf, kt_mul_mat(ctx, a, b));
     struct kt_threadpool *tp = kt_threadpool_new(threads);
@@ -67,7 +70,7 @@ static double bench(enum kt_type type, int64_t M, int64_t K, int64_t N, int thre
     if (mark) raise(SIGSTOP);
     free(plan.work_data);
     kt_threadpool_free(tp);
-    kt_cpu_repack_free(rp);
+    kt_buffer_free(rp);
     kt_free(ctx);
     return best <= 0 ? -1 : 2.0 * (double)M * (double)K * (double)N / best * 1e-9;
 }

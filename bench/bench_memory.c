@@ -24,6 +24,7 @@
 
 #include "gguf.h"
 #include "kt-alloc.h"
+#include "kt-cpu.h"
 
 enum { N_LAYER = 22, N_EMBD = 2048, N_HEAD = 32, N_HEAD_KV = 4, HEAD_DIM = 64, N_FF = 5632, N_VOCAB = 32000 };
 enum { N_TOK = 16 };

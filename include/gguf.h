@@ -89,6 +89,9 @@ size_t gguf_size(const struct gguf_file *g);
 /* Whether [p, p + n) lies in a read-only mapping of the file (not a read() copy):
  * pages there may be dropped and are read back from the file when touched. */
 bool gguf_in_mapping(const struct gguf_file *g, const void *p, size_t n);
+/* Hand back the whole pages of [p, p + n) when they lie in that mapping (a loader that
+ * copied the bytes elsewhere); false, nothing done, otherwise. */
+bool gguf_release_pages(const struct gguf_file *g, const void *p, size_t n);
 /* Message of the last failed getter on this file. */
 const char *gguf_error(const struct gguf_file *g);
 

@@ -44,7 +44,8 @@ int kt_gallocr_n_reallocs(const struct kt_gallocr *galloc);
 
 /* ---- scheduler */
 struct kt_sched;
-/* backends[0] has the highest priority; the last must be a CPU backend (the fallback). */
+/* backends[0] has the highest priority; the last must be a CPU device's backend reaching host
+ * memory (the fallback). NULL (kt_last_error) otherwise. */
 struct kt_sched *kt_sched_new(struct kt_backend **backends, int n_backends, int graph_size);
 void kt_sched_free(struct kt_sched *sched);
 bool kt_sched_reserve(struct kt_sched *sched, struct kt_cgraph *gf);
@@ -55,8 +56,12 @@ void kt_sched_reset(struct kt_sched *sched);
 int kt_sched_get_n_splits(const struct kt_sched *sched);
 int kt_sched_get_n_copies(const struct kt_sched *sched);
 size_t kt_sched_get_buffer_size(const struct kt_sched *sched, const struct kt_backend *b);
-/* pin a node to a backend before alloc (e.g. weights' backend decides) */
-void kt_sched_set_tensor_backend(struct kt_sched *sched, struct kt_tensor *t, struct kt_backend *b);
+/* pin a node to a backend before alloc (e.g. weights' backend decides); false (kt_last_error)
+ * when b is not one of the scheduler's backends or memory runs out */
+bool kt_sched_set_tensor_backend(struct kt_sched *sched, struct kt_tensor *t, struct kt_backend *b);
+/* Ask cb before every split and pass it to each backend that can ask it between nodes
+ * (kt_backend_set_abort_callback): kt_sched_graph_compute then returns KT_STATUS_ABORTED. */
+void kt_sched_set_abort_callback(struct kt_sched *sched, kt_abort_callback cb, void *data);
 struct kt_backend *kt_sched_get_tensor_backend(const struct kt_sched *sched, const struct kt_tensor *t);
 
 #ifdef __cplusplus

@@ -5,10 +5,12 @@
  * can use) and creates backends (streams that compute graphs). A buffer holds
  * tensor data; a tensor belongs to at most one buffer (t->buffer) and is read
  * and written through kt_tensor_set/get so that callers never touch device
- * memory directly. The registry lists the devices built in.
+ * memory directly. The registry lists the devices built in; nothing here
+ * names one (the CPU's own calls are in kt-cpu.h, for tools and tests).
  *
- *   struct kt_backend *cpu = kt_backend_cpu_init();
- *   kt_backend_cpu_set_n_threads(cpu, 4);
+ *   struct kt_device *dev = kt_dev_by_type(KT_DEVICE_TYPE_CPU);
+ *   struct kt_backend *cpu = kt_dev_init_backend(dev);
+ *   if (!kt_backend_set_n_threads(cpu, 4)) ... kt_last_error() says why ...
  *   struct kt_buffer *w = kt_buffer_from_host_ptr(map, map_size);  // weights stay mapped
  *   kt_buffer_bind_tensor(w, t, (uint8_t *)map + offset);           // zero-copy
  *   struct kt_buffer *kv = kt_backend_alloc_ctx_tensors(ctx, kt_backend_get_default_buffer_type(cpu));
@@ -18,11 +20,13 @@
  *
  * Adding a backend: implement the interfaces of src/kt/backend-impl.h in its
  * own directory and add one registry row; nothing else changes.
+ *
+ * Errors: a call that can fail returns NULL, false or a kt_status, and
+ * kt_last_error() (kt.h, per thread) says why.
  */
 #ifndef KT_BACKEND_H
 #define KT_BACKEND_H
 
-#include "kt-cpu.h"
 #include "kt.h"
 
 #ifdef __cplusplus
@@ -61,7 +65,14 @@ const char *kt_dev_description(const struct kt_device *dev);
 enum kt_device_type kt_dev_type(const struct kt_device *dev);
 void kt_dev_memory(const struct kt_device *dev, size_t *free, size_t *total);
 struct kt_buffer_type *kt_dev_buffer_type(struct kt_device *dev);
+/* Buffer types the device offers for weights besides its default, NULL-terminated (none:
+ * { NULL }): memory its kernels read in their own layout, as the CPU's "CPU_REPACK"
+ * (kt-cpu.h says what it keeps). A loader moves the weights only its matrix products
+ * read into the first one (kt_backend_move_ctx_tensors). */
+struct kt_buffer_type *const *kt_dev_extra_bufts(struct kt_device *dev);
 struct kt_backend *kt_dev_init_backend(struct kt_device *dev); /* NULL + kt_last_error */
+/* The registry row the device comes from ("CPU", "CUDA"): llama-bench's backend names. */
+const char *kt_dev_backend_name(const struct kt_device *dev);
 
 /* ---- buffer type */
 const char *kt_buft_name(const struct kt_buffer_type *buft);
@@ -83,6 +94,11 @@ struct kt_buffer_type *kt_buffer_get_type(const struct kt_buffer *buf);
 bool kt_buffer_is_host(const struct kt_buffer *buf);
 /* A CPU buffer over memory the caller owns (a file mapping): never freed or copied by kt. */
 struct kt_buffer *kt_buffer_from_host_ptr(void *ptr, size_t size);
+/* Called with a tensor's bytes (address, size) each time kt_backend_move_ctx_tensors has
+ * copied a tensor of buf out of it: the owner of the memory may hand those pages back (a
+ * loader drops a file mapping's pages; they are read from the file again if touched). */
+void kt_buffer_set_release_callback(struct kt_buffer *buf, void (*fn)(void *data, const void *addr, size_t size),
+                                    void *data);
 /* Place t (not a view) at addr inside buf; views of t follow. false if it does not fit. */
 bool kt_buffer_bind_tensor(struct kt_buffer *buf, struct kt_tensor *t, void *addr);
 
@@ -90,14 +106,17 @@ bool kt_buffer_bind_tensor(struct kt_buffer *buf, struct kt_tensor *t, void *add
 struct kt_buffer *kt_backend_alloc_ctx_tensors(struct kt_context *ctx, struct kt_buffer_type *buft);
 /* Move the tensors of ctx that select() accepts (views excluded) into one new buffer of buft,
  * each copied from where it was (a mapping, another buffer); their views follow. Weights to a
- * GPU, say. NULL on failure. */
+ * GPU, say. An extra buffer type may instead leave a tensor where it was and keep only its own
+ * form of it (kt_dev_extra_bufts). NULL on failure. */
 struct kt_buffer *kt_backend_move_ctx_tensors(struct kt_context *ctx, struct kt_buffer_type *buft,
                                               bool (*select)(const struct kt_tensor *t, void *data), void *data);
 
-/* ---- tensor data (works for any buffer; offset/size in bytes within the tensor) */
-void kt_tensor_set(struct kt_tensor *t, const void *data, size_t offset, size_t size);
-void kt_tensor_get(const struct kt_tensor *t, void *data, size_t offset, size_t size);
-void kt_tensor_memset(struct kt_tensor *t, uint8_t value, size_t offset, size_t size);
+/* ---- tensor data (works for any buffer; offset/size in bytes within the tensor)
+ * false (kt_last_error) when the range is outside the tensor or it has no memory; then
+ * nothing was read or written. */
+bool kt_tensor_set(struct kt_tensor *t, const void *data, size_t offset, size_t size);
+bool kt_tensor_get(const struct kt_tensor *t, void *data, size_t offset, size_t size);
+bool kt_tensor_memset(struct kt_tensor *t, uint8_t value, size_t offset, size_t size);
 /* copy between tensors of the same type and shape, across buffers/devices */
 bool kt_tensor_copy(const struct kt_tensor *src, struct kt_tensor *dst);
 
@@ -110,19 +129,13 @@ enum kt_status kt_backend_graph_compute(struct kt_backend *b, struct kt_cgraph *
 bool kt_backend_supports_op(const struct kt_backend *b, const struct kt_tensor *op);
 bool kt_backend_supports_buft(const struct kt_backend *b, const struct kt_buffer_type *buft);
 void kt_backend_synchronize(struct kt_backend *b);
-
-/* ---- CPU backend */
-struct kt_backend *kt_backend_cpu_init(void);
-bool kt_backend_is_cpu(const struct kt_backend *b);
-void kt_backend_cpu_set_n_threads(struct kt_backend *b, int n_threads);
-void kt_backend_cpu_set_abort_callback(struct kt_backend *b, kt_abort_callback cb, void *data);
-/* Restrict which ops this CPU backend instance claims to support (tests of the scheduler's
- * splits; NULL: all). A filtered instance also stands in for a discrete device: its default
- * buffer type is its own and not host, and it reaches only that memory, so the scheduler
- * really copies across. */
-void kt_backend_cpu_set_op_filter(struct kt_backend *b, bool (*filter)(const struct kt_tensor *op, void *data),
-                                  void *data);
-struct kt_buffer_type *kt_cpu_buffer_type(void);
+/* Threads a backend computes with (1..512). false (kt_last_error) for a count out of range
+ * or when the threads cannot be started (the old ones stay); a backend without threads of its
+ * own (a GPU) accepts any count in range and ignores it. */
+bool kt_backend_set_n_threads(struct kt_backend *b, int n_threads);
+/* Ask cb between nodes from now on (NULL: never). false when this backend cannot stop inside
+ * a graph (a GPU queues it whole): the scheduler still asks between splits. */
+bool kt_backend_set_abort_callback(struct kt_backend *b, kt_abort_callback cb, void *data);
 
 #ifdef __cplusplus
 }

@@ -30,7 +30,7 @@
  *   struct kt_cgraph *gf = kt_new_graph(ctx);
  *   kt_build_forward_expand(gf, f);
  *   ... fill x, a, b (kt_set_f32_1d or ->data) ...
- *   kt_graph_compute_with_ctx(ctx, gf, 2);          // kt-cpu.h
+ *   kt_graph_compute_with_ctx(ctx, gf, 2);          // kt-cpu.h (the CPU backend)
  *   kt_free(ctx);
  */
 #ifndef KT_H
@@ -148,6 +148,18 @@ void kt_set_error(const char *fmt, ...)
 #endif
     ;
 void kt_clear_error(void);
+
+/* What computing a graph came to, on any backend. */
+enum kt_status {
+    KT_STATUS_SUCCESS = 0,
+    KT_STATUS_FAILED = 1, /* kt_last_error() says why */
+    KT_STATUS_ABORTED = 2, /* the abort callback asked to stop */
+    KT_STATUS_ALLOC_FAILED = 3,
+};
+
+/* Asked between the nodes of a computation (by the thread that runs it): return true
+ * to stop it; the compute then returns KT_STATUS_ABORTED. */
+typedef bool (*kt_abort_callback)(void *data);
 
 /* ------------------------------------------------------------------ ops */
 

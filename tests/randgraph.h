@@ -9,6 +9,7 @@
 #define KILN_RANDGRAPH_H
 
 #include "kt-backend.h"
+#include "kt-cpu.h"
 #include "testutil.h"
 
 #define RG_POOL 512

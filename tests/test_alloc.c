@@ -9,6 +9,7 @@
  */
 #include "backend-impl.h"
 #include "kt-alloc.h"
+#include "kt-cpu.h"
 #include "randgraph.h"
 
 #define N_SEEDS 300
@@ -146,7 +147,7 @@ static void test_view_of_leaf(void) {
 int main(void) {
     struct kt_backend *be = kt_backend_cpu_init();
     CHECK(be != NULL);
-    kt_backend_cpu_set_n_threads(be, N_THREADS);
+    kt_backend_set_n_threads(be, N_THREADS);
     test_tallocr();
     test_chain_in_place(be);
     test_view_of_leaf();

@@ -15,6 +15,8 @@
 
 #include "backend-impl.h"
 #include "kt-alloc.h"
+#include "cpu/test_hooks.h"
+#include "kt-cpu.h"
 #include "testutil.h"
 
 static bool covered[KT_OP_COUNT];
@@ -223,6 +225,21 @@ static void test_registry(void) {
     kt_backend_free(b);
 }
 
+
+/* What a buffer's release callback was told. */
+struct released {
+    int calls;
+    const void *addr;
+    size_t size;
+};
+static void note_release(void *data, const void *addr, size_t size) {
+    struct released *r = data;
+    r->calls++;
+    r->addr = addr;
+    r->size = size;
+}
+static bool is_tensor(const struct kt_tensor *t, void *data) { return t == data; }
+
 static void test_buffers(void) {
     struct kt_buffer *buf = kt_buft_alloc_buffer(kt_cpu_buffer_type(), 4096);
     CHECK(buf && kt_buffer_size(buf) == 4096 && kt_buffer_is_host(buf));
@@ -241,15 +258,19 @@ static void test_buffers(void) {
     CHECK(early->data == (uint8_t *)t->data + 32 && early->buffer == cb);
     float v[32], w[32];
     for (int i = 0; i < 32; i++) v[i] = (float)i;
-    kt_tensor_set(t, v, 0, sizeof v);
-    kt_tensor_get(t, w, 0, sizeof w);
+    CHECK(kt_tensor_set(t, v, 0, sizeof v));
+    CHECK(kt_tensor_get(t, w, 0, sizeof w));
     CHECK(!memcmp(v, w, sizeof v));
-    kt_tensor_memset(t, 0, 4 * sizeof(float), 2 * sizeof(float));
+    CHECK(kt_tensor_memset(t, 0, 4 * sizeof(float), 2 * sizeof(float)));
     kt_tensor_get(t, w, 0, sizeof w);
     CHECK(w[3] == 3.0f && w[4] == 0.0f && w[5] == 0.0f && w[6] == 6.0f);
     kt_clear_error();
-    kt_tensor_set(t, v, 4, sizeof v); /* past the end: refused with a message */
-    CHECK(kt_last_error()[0] != 0);
+    /* past the end: refused, saying so, nothing written or read */
+    CHECK(!kt_tensor_set(t, v, 4, sizeof v) && strstr(kt_last_error(), "outside"));
+    float before = w[31];
+    kt_clear_error();
+    CHECK(!kt_tensor_get(t, w, 4, sizeof w) && kt_last_error()[0] != 0 && w[31] == before);
+    CHECK(!kt_tensor_memset(t, 1, sizeof v, 1));
 
     /* zero-copy over caller memory */
     static float mapping[1024];
@@ -267,6 +288,17 @@ static void test_buffers(void) {
     CHECK(late->data == (uint8_t *)(mapping + 100) + 16 && late->buffer == hb);
     kt_tensor_get(wt, w, 0, 4 * sizeof(float));
     CHECK(w[0] == 50.0f && w[3] == 51.5f);
+    /* moved out of the caller's memory: copied, views following, and the owner told which
+     * bytes it may hand back */
+    struct released rel = {0};
+    kt_buffer_set_release_callback(hb, note_release, &rel);
+    struct kt_buffer *moved = kt_backend_move_ctx_tensors(wctx, kt_cpu_buffer_type(), is_tensor, wt);
+    CHECK(moved && wt->buffer == moved && wt->data != mapping + 100 && late->data == (uint8_t *)wt->data + 16);
+    CHECKF(rel.calls == 1 && rel.addr == mapping + 100 && rel.size == 64 * sizeof(float),
+           "release callback: %d calls, last %p + %zu", rel.calls, rel.addr, rel.size);
+    kt_tensor_get(wt, w, 0, 4 * sizeof(float));
+    CHECK(w[0] == 50.0f && w[3] == 51.5f);
+    kt_buffer_free(moved);
     kt_buffer_free(hb); /* the mapping is the caller's: still there */
     CHECK(mapping[1023] == 511.5f);
 
@@ -406,18 +438,22 @@ static void test_compute(struct kt_backend *be) {
     for (int i = 0; i < gf->n_leafs; i++) fill(gf->leafs[i], 77 + (uint64_t)i);
 
     float ref[128 * 9], got[128 * 9];
-    kt_backend_cpu_set_n_threads(be, 1);
+    /* thread counts: out of range refused with a message, the old count kept */
+    kt_clear_error();
+    CHECK(!kt_backend_set_n_threads(be, 0) && strstr(kt_last_error(), "threads"));
+    CHECK(!kt_backend_set_n_threads(be, 513) && !kt_backend_set_n_threads(be, -1));
+    CHECK(kt_backend_set_n_threads(be, 1));
     CHECK(kt_backend_graph_compute(be, gf) == KT_STATUS_SUCCESS);
     kt_tensor_get(y, ref, 0, sizeof ref);
     for (int nt = 2; nt <= 4; nt++) {
-        kt_backend_cpu_set_n_threads(be, nt);
+        kt_backend_set_n_threads(be, nt);
         CHECK(kt_backend_graph_compute(be, gf) == KT_STATUS_SUCCESS);
         kt_tensor_get(y, got, 0, sizeof got);
         CHECKF(!memcmp(ref, got, sizeof ref), "%d threads", nt);
     }
 
     /* warm: more computes allocate nothing (the pool and the work memory persist) */
-    kt_backend_cpu_set_n_threads(be, 2);
+    kt_backend_set_n_threads(be, 2);
     CHECK(kt_backend_graph_compute(be, gf) == KT_STATUS_SUCCESS);
     struct mallinfo2 m0 = mallinfo2();
     for (int i = 0; i < 5; i++) CHECK(kt_backend_graph_compute(be, gf) == KT_STATUS_SUCCESS);
@@ -427,9 +463,9 @@ static void test_compute(struct kt_backend *be) {
 
     /* abort between nodes: a status, not a crash */
     abort_calls = 0;
-    kt_backend_cpu_set_abort_callback(be, abort_now, NULL);
+    kt_backend_set_abort_callback(be, abort_now, NULL);
     CHECK(kt_backend_graph_compute(be, gf) == KT_STATUS_ABORTED && abort_calls > 0);
-    kt_backend_cpu_set_abort_callback(be, NULL, NULL);
+    kt_backend_set_abort_callback(be, NULL, NULL);
     CHECK(kt_backend_graph_compute(be, gf) == KT_STATUS_SUCCESS);
 
     /* an op the filter refuses is not supported; the engine's own limits still apply */
@@ -451,7 +487,7 @@ int main(void) {
 
     struct kt_backend *be = kt_backend_cpu_init();
     CHECK(be != NULL);
-    kt_backend_cpu_set_n_threads(be, 2);
+    kt_backend_set_n_threads(be, 2);
     test_compute(be);
 
     /* every op: one allocator for all cases, as a runtime would reuse it */

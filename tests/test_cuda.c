@@ -24,6 +24,7 @@
 
 #include "backend-impl.h"
 #include "kt-alloc.h"
+#include "kt-cpu.h"
 #include "testutil.h"
 
 static uint64_t g_seed;

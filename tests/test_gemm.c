@@ -213,32 +213,42 @@ static void test_mul_mat(enum kt_type t, int64_t K, int64_t M, int64_t N, int64_
     kt_free(ctx);
 }
 
-/* Weights repacked as a model's are (kt_cpu_repack_weights): mul_mat on a view of
- * rows [row0, row0 + M) of a matrix of total rows, N columns, 1/2/4 threads, must
- * equal the reference dot per element (a view that starts inside a 16-row group
- * reads the tensor's own data). */
+static bool select_one(const struct kt_tensor *t, void *data) { return t == data; }
+
+/* Weights moved into the CPU device's extra buffer type as a model's are (CPU_REPACK):
+ * mul_mat on a view of rows [row0, row0 + M) of a matrix of total rows, N columns, 1/2/4
+ * threads, must equal the reference dot per element (a view that starts inside a 16-row
+ * group reads the tensor's own data, which a packed tensor keeps where it was). */
 static void test_repacked(enum kt_type t, int64_t K, int64_t total, int64_t row0, int64_t M, int64_t N, uint64_t *s) {
     const enum kt_type vdt = kt_get_type_traits(t)->vec_dot_type;
     struct kt_context *ctx = kt_init((struct kt_init_params){
-        .mem_size = kt_row_size(t, K) * (size_t)total + (size_t)(K * N + M * N) * 4 + (1u << 20)});
+        .mem_size = 2 * kt_row_size(t, K) * (size_t)total + (size_t)(K * N + M * N) * 4 + (1u << 20)});
     struct kt_tensor *w = kt_new_tensor_2d(ctx, t, K, total);
     make_rows(t, w->data, K, total, false, s);
     const void *stored = w->data;
-    struct kt_cpu_repack *rp = kt_cpu_repack_weights(&w, (const bool[]){true}, 1, false);
-    CHECK(rp != NULL);
+    uint8_t *copy = malloc(kt_nbytes(w));
+    memcpy(copy, stored, kt_nbytes(w));
+    struct kt_tensor *a = kt_view_2d(ctx, w, K, M, w->nb[1], (size_t)row0 * w->nb[1]); /* made before the move */
+    struct kt_buffer_type *buft = kt_dev_extra_bufts(kt_dev_by_type(KT_DEVICE_TYPE_CPU))[0];
+    CHECK(buft != NULL && strcmp(kt_buft_name(buft), "CPU_REPACK") == 0);
+    struct kt_buffer *rp = buft ? kt_backend_move_ctx_tensors(ctx, buft, select_one, w) : NULL;
+    CHECKF(rp != NULL, "%s: %s", kt_type_name(t), kt_last_error());
     int bias;
     const bool lanes = kt_cpu_lanes(t, &bias) != NULL;
-    CHECKF(kt_cpu_repack_count(rp) == 1, "%s: %zu tensors repacked", kt_type_name(t), kt_cpu_repack_count(rp));
-    struct kt_tensor *a = kt_view_2d(ctx, w, K, M, w->nb[1], (size_t)row0 * w->nb[1]);
-    /* the path taken: the packed copy (whole groups), else the plain copy (other types) */
+    /* the path taken: the packed groups (whole groups), else the plain copy (other types) */
     const uint8_t *g0;
     size_t gs;
     const bool packed = kt_cpu_repacked(a, &g0, &gs) != NULL;
     CHECKF(packed == (lanes && row0 % 16 == 0), "%s rows %lld..: packed copy %d", kt_type_name(t), (long long)row0,
            packed);
-    /* a plain copy moves the data (the view, made before, is re-pointed as a model's are) */
+    /* a packed tensor stays where it was; a plain copy moves into the buffer, its view with it */
     CHECKF((w->data == stored) == lanes, "%s: data moved %d", kt_type_name(t), w->data != stored);
-    a->data = (uint8_t *)w->data + a->view_offs;
+    CHECKF((w->buffer == rp) == !lanes, "%s: in the buffer %d", kt_type_name(t), w->buffer == rp);
+    CHECKF(a->data == (uint8_t *)w->data + a->view_offs, "%s: the view follows its tensor", kt_type_name(t));
+    /* either way the tensor reads back as it was */
+    uint8_t *back = malloc(kt_nbytes(w));
+    CHECK(kt_tensor_get(w, back, 0, kt_nbytes(w)) && memcmp(back, copy, kt_nbytes(w)) == 0);
+    free(back), free(copy);
     struct kt_tensor *b = kt_new_tensor_2d(ctx, KT_TYPE_F32, K, N);
     float *bd = b->data;
     for (int64_t i = 0; i < K * N; i++) bd[i] = gauss(s);
@@ -258,7 +268,9 @@ static void test_repacked(enum kt_type t, int64_t K, int64_t total, int64_t row0
            kt_type_name(t), (long long)K, (long long)row0, (long long)(row0 + M), (long long)total, (long long)N,
            (long long)bad, (long long)nout);
     free(first), free(want), free(qcol);
-    kt_cpu_repack_free(rp);
+    kt_buffer_free(rp);
+    /* the groups went with the buffer: mul_mat no longer finds them */
+    CHECKF(!lanes || !kt_cpu_repacked(a, &g0, &gs), "%s: packed groups after the buffer's free", kt_type_name(t));
     kt_free(ctx);
 }
 

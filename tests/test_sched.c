@@ -11,6 +11,8 @@
 
 #include "backend-impl.h"
 #include "kt-alloc.h"
+#include "cpu/test_hooks.h"
+#include "kt-cpu.h"
 #include "randgraph.h"
 
 #ifndef N_THREADS
@@ -140,7 +142,12 @@ static void test_hand_made(struct kt_backend *dev, struct kt_backend *cpu) {
 
     /* pinning the first projection to the CPU: it copies the weight over instead */
     kt_sched_reset(sc);
-    kt_sched_set_tensor_backend(sc, mm[1], cpu);
+    CHECK(kt_sched_set_tensor_backend(sc, mm[1], cpu));
+    /* a backend the scheduler does not have: refused, saying so */
+    struct kt_backend *stray = kt_backend_cpu_init();
+    kt_clear_error();
+    CHECK(!kt_sched_set_tensor_backend(sc, mm[0], stray) && strstr(kt_last_error(), "not one of"));
+    kt_backend_free(stray);
     CHECK(kt_sched_alloc_graph(sc, g1));
     CHECK(kt_sched_get_tensor_backend(sc, mm[1]) == cpu);
     CHECKF(kt_sched_get_n_splits(sc) == 3, "%d splits", kt_sched_get_n_splits(sc));
@@ -244,8 +251,8 @@ static void test_bad_args(struct kt_backend *dev, struct kt_backend *cpu) {
 int main(void) {
     struct kt_backend *dev = kt_backend_cpu_init(), *cpu = kt_backend_cpu_init();
     CHECK(dev && cpu);
-    kt_backend_cpu_set_n_threads(dev, N_THREADS);
-    kt_backend_cpu_set_n_threads(cpu, N_THREADS);
+    kt_backend_set_n_threads(dev, N_THREADS);
+    kt_backend_set_n_threads(cpu, N_THREADS);
     kt_backend_cpu_set_op_filter(dev, only_mul_mat_add, NULL);
     CHECK(!kt_backend_supports_buft(cpu, kt_backend_get_default_buffer_type(dev)));
     CHECK(!kt_backend_supports_buft(dev, kt_cpu_buffer_type()));
@@ -288,8 +295,8 @@ int main(void) {
 
     /* three backends: matmuls on one device, adds on another */
     struct kt_backend *d1 = kt_backend_cpu_init(), *d2 = kt_backend_cpu_init();
-    kt_backend_cpu_set_n_threads(d1, N_THREADS);
-    kt_backend_cpu_set_n_threads(d2, N_THREADS);
+    kt_backend_set_n_threads(d1, N_THREADS);
+    kt_backend_set_n_threads(d2, N_THREADS);
     kt_backend_cpu_set_op_filter(d1, only_mul_mat, NULL);
     kt_backend_cpu_set_op_filter(d2, only_add, NULL);
     struct kt_backend *b3[3] = {d1, d2, cpu};

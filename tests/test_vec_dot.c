@@ -10,6 +10,7 @@
 
 #include "cpu/cpu.h"
 #include "cpu/vec_dot_isa.h"
+#include "kt-cpu.h"
 #include "kt.h"
 #include "testutil.h"
 

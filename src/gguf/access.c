@@ -7,6 +7,8 @@
 #include "gguf_impl.h"
 
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static const struct {
     const char *name;
@@ -61,6 +63,13 @@ size_t gguf_size(const struct gguf_file *g) {
 bool gguf_in_mapping(const struct gguf_file *g, const void *p, size_t n) {
     const uint8_t *a = g->map, *q = p;
     return a && q >= a && n <= g->map_size && (size_t)(q - a) <= g->map_size - n;
+}
+bool gguf_release_pages(const struct gguf_file *g, const void *p, size_t n) {
+    if (!gguf_in_mapping(g, p, n)) return false;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + n) & ~(page - 1);
+    /* a private read-only file mapping: dropped pages are read from the file again if touched */
+    return b > a && madvise((void *)a, b - a, MADV_DONTNEED) == 0;
 }
 const char *gguf_error(const struct gguf_file *g) {
     return g->err;

@@ -131,12 +131,13 @@ struct kiln_context *kiln_context_new(const struct kiln_model *model, struct kil
     ctx->meta_buf = malloc(ctx->meta_size);
     ctx->logits = malloc(sizeof(float) * (size_t)model->hp.n_vocab * params.n_batch);
     ctx->logits_row = malloc(sizeof(int32_t) * params.n_batch);
-    ctx->backend = kt_backend_cpu_init();
-    if (!ctx->meta_buf || !ctx->logits || !ctx->logits_row || !ctx->backend) {
+    struct kt_device *cpu = kt_dev_by_type(KT_DEVICE_TYPE_CPU);
+    ctx->backend = cpu ? kt_dev_init_backend(cpu) : NULL;
+    if (!ctx->meta_buf || !ctx->logits || !ctx->logits_row || !ctx->backend ||
+        !kt_backend_set_n_threads(ctx->backend, params.n_threads)) {
         snprintf(err, errlen, "cannot create the context: %s", kt_last_error()[0] ? kt_last_error() : "out of memory");
         goto fail;
     }
-    kt_backend_cpu_set_n_threads(ctx->backend, params.n_threads);
     /* with layers on the GPU its backend goes first and the CPU takes what it cannot run;
      * the cache goes to the GPU when every layer does (else attention reads it on the CPU) */
     struct kt_backend *bes[2] = {ctx->backend, NULL};
@@ -193,7 +194,7 @@ const char *kiln_context_error(const struct kiln_context *ctx) { return ctx->err
 void kiln_set_n_threads(struct kiln_context *ctx, int n_threads) {
     if (n_threads >= 1 && n_threads <= 512) {
         ctx->params.n_threads = n_threads;
-        kt_backend_cpu_set_n_threads(ctx->backend, n_threads);
+        kt_backend_set_n_threads(ctx->backend, n_threads);
     }
 }
 size_t kiln_compute_buffer_size(const struct kiln_context *ctx) {

@@ -7,7 +7,6 @@
  */
 #include "errf.h"
 #include "runtime.h"
-#include "kt-cpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,32 +211,36 @@ static bool bind_all(struct binder *b) {
     return true;
 }
 
-/* Every weight out of the file mapping into memory the CPU kernels read fastest: the
- * matrices (every 2-D tensor but an untied token embedding, which only get_rows
- * reads) in their packed layout where the CPU has one, the rest as they are; the
- * file's pages are dropped, so memory holds one copy and the mapping is not touched
- * again. */
+/* Which weights the CPU reads only as matrix products: every 2-D tensor but an untied
+ * token embedding (only get_rows reads it); the GPU's are already on it. */
+static bool cpu_matrix(const struct kt_tensor *t, void *data) {
+    const struct kiln_model *m = data;
+    return t->buffer != m->gpu_buf && kt_n_dims(t) == 2 && (t != m->tok_embd || m->output == m->tok_embd);
+}
+static bool cpu_other(const struct kt_tensor *t, void *data) {
+    const struct kiln_model *m = data;
+    return t->buffer != m->gpu_buf && !cpu_matrix(t, data);
+}
+
+/* Every weight out of the file mapping into memory the CPU reads fastest: the matrices into
+ * the buffer type the CPU device offers for them (its kernels' own layout where it has one),
+ * the rest copied into its default memory. The file's pages are handed back as each tensor
+ * is copied (release_mapped), so memory holds one copy and the mapping is not touched again.
+ * A device that offers no such buffer type (KT_CPU_REPACK=off) keeps them in the mapping. */
 static bool repack(struct kiln_model *m, char *err, size_t errlen) {
-    size_t n = 0, cap = 0;
-    for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t)) cap += !t->view_src;
-    struct kt_tensor **ts = malloc((cap ? cap : 1) * sizeof *ts);
-    bool *mm = malloc((cap ? cap : 1) * sizeof *mm), mapped = true;
-    if (!ts || !mm) {
-        free(ts), free(mm);
-        return kiln_errf(err, errlen, "out of memory");
-    }
-    for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t)) {
-        if (t->view_src || (m->gpu_buf && t->buffer == m->gpu_buf)) continue;
-        mm[n] = kt_n_dims(t) == 2 && (t != m->tok_embd || m->output == m->tok_embd);
-        ts[n++] = t;
-        mapped = mapped && gguf_in_mapping(m->gguf, t->data, kt_nbytes(t));
-    }
-    m->repack = kt_cpu_repack_weights(ts, mm, n, mapped);
-    free(ts), free(mm);
-    /* views follow their tensor where it moved (fused q/k/v, gate/up) */
-    for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t))
-        if (t->view_src) t->data = (uint8_t *)t->view_src->data + t->view_offs;
-    return m->repack || kiln_errf(err, errlen, "%s", kt_last_error());
+    struct kt_device *cpu = kt_dev_by_type(KT_DEVICE_TYPE_CPU);
+    struct kt_buffer_type *buft = cpu ? kt_dev_extra_bufts(cpu)[0] : NULL;
+    if (!buft) return true;
+    m->cpu_buf[0] = kt_backend_move_ctx_tensors(m->wctx, buft, cpu_matrix, m);
+    m->cpu_buf[1] = m->cpu_buf[0] ? kt_backend_move_ctx_tensors(m->wctx, kt_dev_buffer_type(cpu), cpu_other, m) : NULL;
+    if (!m->cpu_buf[0] || !m->cpu_buf[1]) return kiln_errf(err, errlen, "%s", kt_last_error());
+    for (int i = 0; i < 2; i++) kt_buffer_set_usage(m->cpu_buf[i], KT_BUFFER_USAGE_WEIGHTS);
+    return true;
+}
+
+/* The mapping's pages of a tensor copied elsewhere (no-op for a read() copy of the file). */
+static void release_mapped(void *data, const void *addr, size_t size) {
+    gguf_release_pages(((struct kiln_model *)data)->gguf, addr, size);
 }
 
 /* ------------------------------------------------------------------ GPU offload */
@@ -277,7 +280,10 @@ static bool offload(struct kiln_model *m, int32_t ngl, char *err, size_t errlen)
 }
 
 const char *kiln_model_gpu_note(const struct kiln_model *m) { return m->gpu_note; }
-const char *kiln_model_backends(const struct kiln_model *m) { return m->gpu_buf ? "CUDA" : "CPU"; }
+const char *kiln_model_backends(const struct kiln_model *m) {
+    const struct kt_device *d = m->gpu_buf ? m->gpu : kt_dev_by_type(KT_DEVICE_TYPE_CPU);
+    return kt_dev_backend_name(d);
+}
 
 static bool load_tensors(struct kiln_model *m, struct kiln_model_params params, char *err, size_t errlen) {
     const struct kiln_hparams *hp = &m->hp;
@@ -287,6 +293,7 @@ static bool load_tensors(struct kiln_model *m, struct kiln_model_params params, 
     m->wbuf = kt_buffer_from_host_ptr((void *)gguf_base(m->gguf), gguf_size(m->gguf));
     if (!m->wctx || !m->wbuf) return kiln_errf(err, errlen, "%s", kt_last_error());
     kt_buffer_set_usage(m->wbuf, KT_BUFFER_USAGE_WEIGHTS);
+    kt_buffer_set_release_callback(m->wbuf, release_mapped, m);
 
     struct binder b = {m, err, errlen, 0, 1 + hp->n_layer, params, NULL};
     b.used = calloc((size_t)gguf_n_tensors(m->gguf) + 1, sizeof *b.used);
@@ -367,7 +374,7 @@ error:
 void kiln_model_free(struct kiln_model *m) {
     if (!m) return;
     free(m->layers);
-    kt_cpu_repack_free(m->repack);
+    for (int i = 0; i < 2; i++) kt_buffer_free(m->cpu_buf[i]);
     if (m->gpu_buf) kt_buffer_free(m->gpu_buf);
     if (m->wbuf) kt_buffer_free(m->wbuf);
     kt_free(m->wctx);

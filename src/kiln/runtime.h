@@ -41,7 +41,8 @@ struct kiln_model {
 
     struct kt_context *wctx;      /* weight tensors' metadata (no_alloc) */
     struct kt_buffer *wbuf;       /* the file mapping as a host buffer (weights bound zero-copy) */
-    struct kt_cpu_repack *repack; /* matrix weights in the CPU kernels' layout (kt-cpu.h), or NULL */
+    struct kt_buffer *cpu_buf[2]; /* the CPU's weights out of the mapping: matrices (in the CPU
+                                     device's weight buffer type), the rest; or NULL */
     struct kt_tensor *tok_embd;   /* [n_embd, n_vocab] */
     struct kt_tensor *output_norm;
     struct kt_tensor *output;     /* [n_embd, n_vocab]; == tok_embd when tied */

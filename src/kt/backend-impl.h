@@ -19,6 +19,8 @@ struct kt_device_i {
     void (*get_memory)(const struct kt_device *dev, size_t *free, size_t *total);
     struct kt_buffer_type *(*get_buffer_type)(struct kt_device *dev); /* the device's default */
     struct kt_backend *(*init_backend)(struct kt_device *dev);        /* NULL + kt_set_error */
+    /* optional: buffer types for weights besides the default, NULL-terminated */
+    struct kt_buffer_type *const *(*get_extra_bufts)(struct kt_device *dev);
 };
 
 struct kt_device {
@@ -66,6 +68,8 @@ struct kt_buffer {
     void *context;
     size_t size;
     enum kt_buffer_usage usage;
+    void (*release)(void *data, const void *addr, size_t size); /* kt_buffer_set_release_callback */
+    void *release_data;
 };
 
 /* A new buffer struct (malloc'd; kt_buffer_free frees it after iface.free_buffer). */
@@ -84,6 +88,10 @@ struct kt_backend_i {
     /* optional: the default buffer type when it differs from the device's */
     struct kt_buffer_type *(*get_default_buffer_type)(struct kt_backend *b);
     void (*synchronize)(struct kt_backend *b); /* optional: NULL for synchronous backends */
+    /* optional: NULL for a backend without threads of its own (n_threads is checked already) */
+    bool (*set_n_threads)(struct kt_backend *b, int n_threads);
+    /* optional: NULL for a backend that cannot stop inside a graph */
+    void (*set_abort_callback)(struct kt_backend *b, kt_abort_callback cb, void *data);
 };
 
 struct kt_backend {
@@ -94,7 +102,7 @@ struct kt_backend {
 
 /* ------------------------------------------------------------------ registry rows */
 
-/* One per backend built in (backend.c's table); each returns its static device. */
+/* One per backend built in (backend.c's table, which names each); each returns its static device. */
 struct kt_device *kt_cpu_device(void);
 #ifdef KT_USE_CUDA
 #ifdef __cplusplus

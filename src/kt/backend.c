@@ -11,23 +11,32 @@
 
 /* ------------------------------------------------------------------ registry */
 
-/* One row per backend built in; a row returns NULL when its device is absent
- * (a CUDA build on a machine without a driver or GPU). */
-static struct kt_device *(*const registry[])(void) = {
+/* One row per backend built in, by priority; a row's device is NULL when absent (a
+ * CUDA build on a machine without a driver or GPU). The CPU comes last: the fallback. */
+static const struct {
+    const char *name; /* llama-bench's backend name */
+    struct kt_device *(*device)(void);
+} registry[] = {
 #ifdef KT_USE_CUDA
-    kt_cuda_device,
+    {"CUDA", kt_cuda_device},
 #endif
-    kt_cpu_device,
+    {"CPU", kt_cpu_device},
 };
 #define N_REGISTRY (sizeof registry / sizeof registry[0])
 
 /* The i-th present device, in registry order. */
 static struct kt_device *present(size_t i) {
     for (size_t r = 0; r < N_REGISTRY; r++) {
-        struct kt_device *d = registry[r]();
+        struct kt_device *d = registry[r].device();
         if (d && i-- == 0) return d;
     }
     return NULL;
+}
+
+const char *kt_dev_backend_name(const struct kt_device *dev) {
+    for (size_t r = 0; r < N_REGISTRY; r++)
+        if (dev && registry[r].device() == dev) return registry[r].name;
+    return "?";
 }
 
 size_t kt_dev_count(void) {
@@ -77,6 +86,11 @@ void kt_dev_memory(const struct kt_device *dev, size_t *free, size_t *total) {
 }
 
 struct kt_buffer_type *kt_dev_buffer_type(struct kt_device *dev) { return dev->iface.get_buffer_type(dev); }
+
+struct kt_buffer_type *const *kt_dev_extra_bufts(struct kt_device *dev) {
+    static struct kt_buffer_type *const none[] = {NULL};
+    return dev->iface.get_extra_bufts ? dev->iface.get_extra_bufts(dev) : none;
+}
 struct kt_backend *kt_dev_init_backend(struct kt_device *dev) { return dev->iface.init_backend(dev); }
 
 /* ------------------------------------------------------------------ buffer type */
@@ -164,9 +178,15 @@ struct kt_buffer *kt_buffer_from_host_ptr(void *ptr, size_t size) {
                                 .get_tensor = host_get,
                                 .memset_tensor = host_memset,
                                 .clear = host_clear};
-    struct kt_buffer *buf = kt_buffer_init(kt_cpu_buffer_type(), iface, ptr, size);
+    struct kt_buffer *buf = kt_buffer_init(kt_dev_buffer_type(kt_cpu_device()), iface, ptr, size);
     if (buf) buf->usage = KT_BUFFER_USAGE_WEIGHTS;
     return buf;
+}
+
+void kt_buffer_set_release_callback(struct kt_buffer *buf, void (*fn)(void *data, const void *addr, size_t size),
+                                    void *data) {
+    buf->release = fn;
+    buf->release_data = data;
 }
 
 static bool in_buffer(const struct kt_buffer *buf, const void *addr, size_t size) {
@@ -234,6 +254,8 @@ static struct kt_buffer *place_ctx_tensors(struct kt_context *ctx, struct kt_buf
             kt_buffer_free(buf);
             return NULL;
         }
+        if (was.data && was.buffer && was.buffer->release)
+            was.buffer->release(was.buffer->release_data, was.data, kt_nbytes(&was));
     }
     for (struct kt_tensor *t = kt_get_first_tensor(ctx); t; t = kt_get_next_tensor(ctx, t)) {
         if (t->view_src && ((!t->data && t->view_src->data) || t->view_src->buffer == buf)) {
@@ -269,22 +291,28 @@ static bool range_ok(const char *what, const struct kt_tensor *t, size_t offset,
     return true;
 }
 
-void kt_tensor_set(struct kt_tensor *t, const void *data, size_t offset, size_t size) {
-    if (!size || !range_ok("kt_tensor_set", t, offset, size)) return;
+bool kt_tensor_set(struct kt_tensor *t, const void *data, size_t offset, size_t size) {
+    if (!size) return true;
+    if (!range_ok("kt_tensor_set", t, offset, size)) return false;
     if (t->buffer) t->buffer->iface.set_tensor(t->buffer, t, data, offset, size);
     else memcpy((uint8_t *)t->data + offset, data, size);
+    return true;
 }
 
-void kt_tensor_get(const struct kt_tensor *t, void *data, size_t offset, size_t size) {
-    if (!size || !range_ok("kt_tensor_get", t, offset, size)) return;
+bool kt_tensor_get(const struct kt_tensor *t, void *data, size_t offset, size_t size) {
+    if (!size) return true;
+    if (!range_ok("kt_tensor_get", t, offset, size)) return false;
     if (t->buffer) t->buffer->iface.get_tensor(t->buffer, t, data, offset, size);
     else memcpy(data, (const uint8_t *)t->data + offset, size);
+    return true;
 }
 
-void kt_tensor_memset(struct kt_tensor *t, uint8_t value, size_t offset, size_t size) {
-    if (!size || !range_ok("kt_tensor_memset", t, offset, size)) return;
+bool kt_tensor_memset(struct kt_tensor *t, uint8_t value, size_t offset, size_t size) {
+    if (!size) return true;
+    if (!range_ok("kt_tensor_memset", t, offset, size)) return false;
     if (t->buffer) t->buffer->iface.memset_tensor(t->buffer, t, value, offset, size);
     else memset((uint8_t *)t->data + offset, value, size);
+    return true;
 }
 
 /* size bytes from src at soff to dst at doff, each side directly or through its buffer;
@@ -375,4 +403,18 @@ bool kt_backend_supports_buft(const struct kt_backend *b, const struct kt_buffer
 
 void kt_backend_synchronize(struct kt_backend *b) {
     if (b->iface.synchronize) b->iface.synchronize(b);
+}
+
+bool kt_backend_set_n_threads(struct kt_backend *b, int n_threads) {
+    if (n_threads < 1 || n_threads > 512) {
+        kt_set_error("%s: %d threads (1..512 allowed)", kt_backend_name(b), n_threads);
+        return false;
+    }
+    return !b->iface.set_n_threads || b->iface.set_n_threads(b, n_threads);
+}
+
+bool kt_backend_set_abort_callback(struct kt_backend *b, kt_abort_callback cb, void *data) {
+    if (!b->iface.set_abort_callback) return false;
+    b->iface.set_abort_callback(b, cb, data);
+    return true;
 }

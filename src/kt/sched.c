@@ -131,6 +131,9 @@ struct kt_sched {
     struct kt_cgraph global;
 
     struct kt_cgraph *allocated; /* the graph whose rewrites are applied and memory assigned */
+    struct kt_buffer_type *host; /* the CPU device's memory (the last backend's) */
+    kt_abort_callback abort_cb;  /* asked before every split */
+    void *abort_data;
 };
 
 static bool grow(void **p, int *cap, int need, size_t elem) {
@@ -153,7 +156,9 @@ struct kt_sched *kt_sched_new(struct kt_backend **backends, int n_backends, int 
         return NULL;
     }
     struct kt_backend *last = backends[n_backends - 1];
-    if (!kt_backend_is_cpu(last) || !kt_backend_supports_buft(last, kt_cpu_buffer_type())) {
+    struct kt_device *last_dev = last ? kt_backend_get_device(last) : NULL;
+    if (!last_dev || kt_dev_type(last_dev) != KT_DEVICE_TYPE_CPU ||
+        !kt_backend_supports_buft(last, kt_dev_buffer_type(last_dev))) {
         kt_set_error("kt_sched_new: the last backend must be a CPU backend reaching host memory (the fallback)");
         return NULL;
     }
@@ -163,6 +168,7 @@ struct kt_sched *kt_sched_new(struct kt_backend **backends, int n_backends, int 
         return NULL;
     }
     s->n_backends = n_backends;
+    s->host = kt_dev_buffer_type(last_dev);
     for (int i = 0; i < n_backends; i++) {
         s->backends[i] = backends[i];
         s->galloc[i] = kt_gallocr_new(kt_backend_get_default_buffer_type(backends[i]));
@@ -217,10 +223,22 @@ static int backend_index(const struct kt_sched *s, const struct kt_backend *b) {
     return -1;
 }
 
-void kt_sched_set_tensor_backend(struct kt_sched *s, struct kt_tensor *t, struct kt_backend *b) {
+bool kt_sched_set_tensor_backend(struct kt_sched *s, struct kt_tensor *t, struct kt_backend *b) {
     int id = backend_index(s, b);
-    if (id < 0 || !pmap_reserve(&s->pins, s->pins.n + 1)) return;
+    if (id < 0) {
+        kt_set_error("kt_sched_set_tensor_backend: %s is not one of the scheduler's backends",
+                     b ? kt_backend_name(b) : "(null)");
+        return false;
+    }
+    if (!pmap_reserve(&s->pins, s->pins.n + 1)) return false;
     pmap_set(&s->pins, t, id);
+    return true;
+}
+
+void kt_sched_set_abort_callback(struct kt_sched *s, kt_abort_callback cb, void *data) {
+    s->abort_cb = cb;
+    s->abort_data = data;
+    for (int i = 0; i < s->n_backends; i++) kt_backend_set_abort_callback(s->backends[i], cb, data);
 }
 
 struct kt_backend *kt_sched_get_tensor_backend(const struct kt_sched *s, const struct kt_tensor *t) {
@@ -267,7 +285,7 @@ static struct loc location(const struct kt_sched *s, const struct kt_tensor *t) 
     if (v && (*v & NEED_ALLOC)) return (struct loc){LOC_BACKEND, *v & ID_MASK, NULL};
     if (!v && needs_alloc(s, r)) return (struct loc){LOC_UNKNOWN, -1, NULL};
     /* memory without a buffer is context memory: the host's */
-    return (struct loc){LOC_BUFT, -1, r->buffer ? kt_buffer_get_type(r->buffer) : kt_cpu_buffer_type()};
+    return (struct loc){LOC_BUFT, -1, r->buffer ? kt_buffer_get_type(r->buffer) : s->host};
 }
 
 static bool reaches(struct kt_sched *s, int id, struct loc l) {
@@ -486,6 +504,10 @@ enum kt_status kt_sched_graph_compute(struct kt_sched *s, struct kt_cgraph *gf) 
     for (int k = 0; k < s->n_splits && st == KT_STATUS_SUCCESS; k++) {
         struct split *sp = &s->splits[k];
         struct kt_backend *b = s->backends[sp->backend];
+        if (s->abort_cb && s->abort_cb(s->abort_data)) {
+            st = KT_STATUS_ABORTED;
+            break;
+        }
         for (int q = 0; q < sp->n_copies; q++) {
             struct kt_tensor *c = s->copies[sp->first_copy + q];
             if (!kt_tensor_copy(c->src[0], c)) {

@@ -23,7 +23,7 @@
  * the caches; the best of several short passes (a pass taken while something else
  * ran is slower, never faster), so the figure is stable from run to run. The buffer
  * sits in transparent huge pages, as a large model's repacked weights do
- * (kt_cpu_repack_weights): the bound is measured on the memory tg streams. */
+ * (the CPU_REPACK buffer type): the bound is measured on the memory tg streams. */
 
 #define BW_BYTES ((size_t)512 << 20)
 #define BW_PASSES 12

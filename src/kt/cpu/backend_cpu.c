@@ -11,6 +11,7 @@
  */
 #include "backend-impl.h"
 #include "cpu.h"
+#include "test_hooks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,13 +120,21 @@ static void cpu_dev_memory(const struct kt_device *dev, size_t *free_mem, size_t
 static struct kt_buffer_type *cpu_dev_buffer_type(struct kt_device *dev) { return kt_cpu_buffer_type(); }
 static struct kt_backend *cpu_dev_init_backend(struct kt_device *dev) { return kt_backend_cpu_init(); }
 
+/* The weights' layout of the matrix kernels (repack.c), unless KT_CPU_REPACK=off. */
+static struct kt_buffer_type *const *cpu_dev_extra_bufts(struct kt_device *dev) {
+    static struct kt_buffer_type *list[2];
+    list[0] = kt_cpu_env()->repack_off ? NULL : kt_cpu_repack_buffer_type();
+    return list;
+}
+
 static struct kt_device cpu_device = {
     .iface = {.get_name = cpu_dev_name,
               .get_description = cpu_dev_description,
               .get_type = cpu_dev_type,
               .get_memory = cpu_dev_memory,
               .get_buffer_type = cpu_dev_buffer_type,
-              .init_backend = cpu_dev_init_backend},
+              .init_backend = cpu_dev_init_backend,
+              .get_extra_bufts = cpu_dev_extra_bufts},
 };
 
 struct kt_device *kt_cpu_device(void) { return &cpu_device; }
@@ -197,6 +206,24 @@ static struct kt_buffer_type *cpu_default_buft(struct kt_backend *b) {
     return c->filter ? &c->sim_buft : kt_cpu_buffer_type();
 }
 
+/* A new pool of n_threads (checked by the caller); the old one stays when it cannot start. */
+static bool cpu_set_n_threads(struct kt_backend *b, int n_threads) {
+    struct cpu_backend *c = b->context;
+    if (n_threads == c->n_threads) return true;
+    struct kt_threadpool *tp = kt_threadpool_new(n_threads);
+    if (!tp) return false; /* kt_last_error says why */
+    kt_threadpool_free(c->tp);
+    c->tp = tp;
+    c->n_threads = n_threads;
+    return true;
+}
+
+static void cpu_set_abort_callback(struct kt_backend *b, kt_abort_callback cb, void *data) {
+    struct cpu_backend *c = b->context;
+    c->abort_cb = cb;
+    c->abort_data = data;
+}
+
 static const struct kt_backend_i cpu_backend_i = {
     .get_name = cpu_name,
     .free = cpu_free,
@@ -204,6 +231,8 @@ static const struct kt_backend_i cpu_backend_i = {
     .supports_op = cpu_supports_op,
     .supports_buft = cpu_supports_buft,
     .get_default_buffer_type = cpu_default_buft,
+    .set_n_threads = cpu_set_n_threads,
+    .set_abort_callback = cpu_set_abort_callback,
 };
 
 static int default_threads(void) {
@@ -240,27 +269,6 @@ struct kt_backend *kt_backend_cpu_init(void) {
 }
 
 bool kt_backend_is_cpu(const struct kt_backend *b) { return b && b->iface.graph_compute == cpu_graph_compute; }
-
-void kt_backend_cpu_set_n_threads(struct kt_backend *b, int n_threads) {
-    if (!kt_backend_is_cpu(b) || n_threads < 1 || n_threads > 512) {
-        kt_set_error("kt_backend_cpu_set_n_threads: %d threads (1..512 allowed)", n_threads);
-        return;
-    }
-    struct cpu_backend *c = b->context;
-    if (n_threads == c->n_threads) return;
-    struct kt_threadpool *tp = kt_threadpool_new(n_threads);
-    if (!tp) return; /* keep the old pool; kt_last_error says why */
-    kt_threadpool_free(c->tp);
-    c->tp = tp;
-    c->n_threads = n_threads;
-}
-
-void kt_backend_cpu_set_abort_callback(struct kt_backend *b, kt_abort_callback cb, void *data) {
-    if (!kt_backend_is_cpu(b)) return;
-    struct cpu_backend *c = b->context;
-    c->abort_cb = cb;
-    c->abort_data = data;
-}
 
 void kt_backend_cpu_set_op_filter(struct kt_backend *b, bool (*filter)(const struct kt_tensor *op, void *data),
                                   void *data) {

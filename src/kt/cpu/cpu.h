@@ -130,6 +130,9 @@ enum kt_cpu_isa kt_cpu_isa_level(bool *rows_avx512);
 kt_vec_dot_fn kt_cpu_pick_vec_dot(enum kt_type type, enum kt_cpu_isa isa);
 kt_from_float_fn kt_cpu_pick_from_float(enum kt_type type, enum kt_cpu_isa isa);
 
+/* repack.c: the CPU device's extra buffer type "CPU_REPACK" (kt-cpu.h says what it keeps). */
+struct kt_buffer_type *kt_cpu_repack_buffer_type(void);
+
 /* repack.c: hands back the whole pages inside [p, p + n) (MADV_DONTNEED: private
  * anonymous memory then reads as zeros and takes no memory until written, a read-only
  * file mapping is read from the file again if touched). *lo and *hi (either may be

@@ -67,7 +67,7 @@ void kt_lanes_q4_0_avx512(int64_t K, const void *w, size_t ws, int nr, const voi
 void kt_lanes_q8_0_avx512(int64_t K, const void *w, size_t ws, int nr, const void *const *y,
                           const struct kt_lanes_aux *const *aux, float *const *out, int nc);
 /* Packed 16-row groups, compact (size(K) within 16 rows' own bytes and a few
- * percent), so that a whole model can be kept that way (kt_cpu_repack_weights,
+ * percent), so that a whole model can be kept that way (the CPU_REPACK buffer type,
  * repack.c): pack writes up to 16 rows into a 64-byte aligned group; run computes
  * any number of columns from one (decode). Prompts (many columns) may run faster
  * another way: where wide is set, it computes them from a group as run does; where
@@ -92,7 +92,7 @@ struct kt_lanes_packer {
 #define KT_LANES_XPAND_MIN 32
 const struct kt_lanes_packer *kt_cpu_lanes_packer(enum kt_type type); /* from the kernel table, or NULL */
 const struct kt_lanes_packer *kt_cpu_pick_lanes_packer(kt_lanes_fn lanes);
-/* The repacked copy of a mul_mat weight (repack.c): the packer that reads it and the
+/* The packed groups of a mul_mat weight (a CPU_REPACK buffer, repack.c): the packer that reads it and the
  * first 16-row group of a's rows (groups gsize bytes apart), or NULL where a is not
  * repacked (or is a view that does not start at a group) or this process's kernel
  * table has no compact packer for its type. */

@@ -109,7 +109,7 @@ void kt_lanes_q8_0_avx512(int64_t K, const void *w, size_t ws, int nr, const voi
 /* ------------------------------------------------------------------ packed 16-row groups */
 
 /* A group of 16 rows, as compact as the rows themselves (so that a whole model can be
- * kept this way, kt_cpu_repack_weights), for prompts (a thread packs a group into its
+ * kept this way, the CPU_REPACK buffer type), for prompts (a thread packs a group into its
  * scratch once per 64 columns) and for decode of repacked weights (one sequential
  * stream, no gathers, no reduction). Blocks go in pairs, each pair 64-byte aligned:
  * the quants of block 2p, of block 2p+1, then the two blocks' 16 fp16 scales each.

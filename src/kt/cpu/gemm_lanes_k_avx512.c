@@ -128,7 +128,7 @@ _Static_assert(KQ_COLS == 2, "LANES_K_ENTRY lists every column count");
 
 LANES_K_ENTRY(kt_lanes_q4_K_avx512, tile_q4_K)
 
-/* Compact Q4_K groups (kept for a whole model: kt_cpu_repack_weights): per super-block
+/* Compact Q4_K groups (kept for a whole model: the CPU_REPACK buffer type): per super-block
  * of 16 rows, the quants as 32 chunks (chunk c: quant bytes 4c..4c+3 of every row, row
  * r in int32 lane r), the 8 scales then the 8 mins unpacked to bytes (value j of row r
  * at 16j + r), then d and dmin as 16 fp16 each: 2368 bytes for 2304. */

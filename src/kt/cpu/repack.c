@@ -1,16 +1,18 @@
 /*
- * repack.c - weights kept in the layout the CPU's mul_mat kernels read fastest:
- * each matrix as 16-row groups of a compact packer (gemm.h), built once at load
- * into one anonymous allocation. Decode then streams every weight byte once in
- * one sequential pass per thread, with no gathers and no reductions; prompts
- * skip the per-thread packing. The tensor's own data is left as it was, so every
- * other op (get_rows of tied embeddings, dequantization, tests) reads it as
- * before; mul_mat finds the copy through the tensor's extra pointer. Any other
- * tensor listed is copied as it is and its data pointer moved to the copy: a large
- * model's copy sits in transparent huge pages, which stream faster than the file
- * mapping's 4 KiB pages (F16 1.1B tg 13.2 -> 15.3 t/s, 2 threads), and once the
- * file's pages are dropped nothing touches the mapping again (a file system with
- * large folios maps 2 MiB of it for one read norm weight).
+ * repack.c - the CPU device's extra buffer type "CPU_REPACK": weights kept in
+ * the layout the CPU's mul_mat kernels read fastest, each matrix as 16-row
+ * groups of a compact packer (gemm.h), built once at load in one anonymous
+ * allocation. Decode then streams every weight byte once in one sequential
+ * pass per thread, with no gathers and no reductions; prompts skip the
+ * per-thread packing. A packed tensor itself is left where it was (its data
+ * and buffer), so every other op (get_rows of tied embeddings, views that do
+ * not start at a group, dequantization, tests) reads it as before; mul_mat
+ * finds the groups through the tensor's extra pointer. Any other tensor is
+ * copied in as it is: a large model's copy sits in transparent huge pages,
+ * which stream faster than the file mapping's 4 KiB pages (F16 1.1B tg 13.2 ->
+ * 15.3 t/s, 2 threads), and once the loader drops the file's pages nothing
+ * touches the mapping again (a file system with large folios maps 2 MiB of it
+ * for one read norm weight).
  */
 #define _DEFAULT_SOURCE /* madvise, MAP_ANONYMOUS */
 #include <stdlib.h>
@@ -18,12 +20,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "backend-impl.h"
 #include "cpu.h"
 #include "gemm.h"
 
 #define REPACK_MAGIC 0x6b63707265706bULL /* "kprepck" */
 
-/* One repacked tensor: extra points here. */
+/* One packed tensor: its extra points here. It sits in the buffer, before the groups. */
 struct entry {
     uint64_t magic;
     const struct kt_lanes_packer *pk;
@@ -31,27 +34,23 @@ struct entry {
     int64_t K, M;  /* elements per row, rows */
     size_t nb1;    /* the tensor's row bytes */
     size_t gsize;  /* bytes per 16-row group */
-    uint8_t *base; /* group 0 */
+    uint8_t *base; /* group 0, inside the buffer */
     struct kt_tensor *t;
+    struct entry *next;
 };
+#define ENTRY_BYTES 128 /* keeps the groups 64-byte aligned */
+_Static_assert(sizeof(struct entry) <= ENTRY_BYTES, "entry header");
 
-struct kt_cpu_repack {
+/* A CPU_REPACK buffer: one anonymous mapping, and the tensors packed in it. */
+struct repack_buf {
     void *mem;
-    size_t size;
-    size_t n;
-    struct entry *e;
+    struct entry *entries;
 };
-
-/* Whether a tensor is copied at all (not with KT_CPU_REPACK=off; not twice). */
-static bool copyable(const struct kt_tensor *t) {
-    if (kt_cpu_env()->repack_off) return false;
-    return !t->view_src && t->data && kt_is_contiguous(t) && !t->extra;
-}
 
 /* The packer a weight can be kept in, or NULL (then it is copied as it is): a compact
  * one for its type on this CPU (none with KT_CPU_GEMM=off or below AVX-512). */
 static const struct kt_lanes_packer *packer_for(const struct kt_tensor *t) {
-    if (kt_n_dims(t) > 2) return NULL;
+    if (kt_n_dims(t) > 2 || t->view_src || !kt_is_contiguous(t)) return NULL;
     int bias;
     if (!kt_cpu_lanes(t->type, &bias)) return NULL;
     const struct kt_lanes_packer *pk = kt_cpu_lanes_packer(t->type);
@@ -72,70 +71,119 @@ bool kt_cpu_drop_pages(const void *p, size_t n, uint8_t **lo, uint8_t **hi) {
     return true;
 }
 
-struct kt_cpu_repack *kt_cpu_repack_weights(struct kt_tensor *const *ts, const bool *matmul, size_t n, bool release) {
-    struct kt_cpu_repack *r = calloc(1, sizeof *r);
-    if (!r || (n && !(r->e = calloc(n, sizeof *r->e)))) {
-        free(r);
-        kt_set_error("kt_cpu_repack_weights: out of memory");
+/* ------------------------------------------------------------------ the buffer */
+
+static void *rp_base(const struct kt_buffer *buf) { return ((struct repack_buf *)buf->context)->mem; }
+
+static void rp_free(struct kt_buffer *buf) {
+    struct repack_buf *r = buf->context;
+    for (struct entry *e = r->entries; e; e = e->next)
+        if (e->t->extra == e) e->t->extra = NULL; /* (the buffer goes before its tensors' context) */
+    if (r->mem) munmap(r->mem, buf->size);
+    free(r);
+}
+
+static void pack(struct entry *e, const uint8_t *w) {
+    for (size_t g = 0; g < groups(e->M); g++) {
+        const int64_t r0 = (int64_t)g * 16;
+        const int nr = (int)(e->M - r0 < 16 ? e->M - r0 : 16);
+        e->pk->pack(e->K, w + (size_t)r0 * e->nb1, e->nb1, nr, e->base + g * e->gsize);
+    }
+}
+
+/* A tensor copied in from host memory whose type has a packer here: the groups (after the
+ * entry, at the tensor's place in the buffer), and the tensor sent back where it was (its
+ * data and buffer, for every other reader); false for the rest, which the generic copy
+ * puts here as they are. */
+static bool rp_cpy(struct kt_buffer *buf, const struct kt_tensor *src, struct kt_tensor *dst) {
+    const struct kt_lanes_packer *pk = packer_for(dst);
+    if (!pk || (src->buffer && !kt_buffer_is_host(src->buffer)) || !kt_is_contiguous(src)) return false;
+    struct repack_buf *r = buf->context;
+    struct entry *e = dst->data;
+    *e = (struct entry){REPACK_MAGIC, pk,    dst->type, dst->ne[0], dst->ne[1], dst->nb[1], pk->size(dst->ne[0]),
+                        (uint8_t *)dst->data + ENTRY_BYTES, dst, r->entries};
+    r->entries = e;
+    pack(e, src->data);
+    dst->extra = e;
+    dst->data = src->data;
+    dst->buffer = src->buffer;
+    return true;
+}
+
+/* Host memory: reads and writes go to the tensor's data. A packed tensor is not placed
+ * here (rp_cpy sent it back), so these see only tensors kept as they are. */
+static void rp_set(struct kt_buffer *buf, struct kt_tensor *t, const void *data, size_t offset, size_t size) {
+    memcpy((uint8_t *)t->data + offset, data, size);
+}
+static void rp_get(struct kt_buffer *buf, const struct kt_tensor *t, void *data, size_t offset, size_t size) {
+    memcpy(data, (const uint8_t *)t->data + offset, size);
+}
+static void rp_memset(struct kt_buffer *buf, struct kt_tensor *t, uint8_t value, size_t offset, size_t size) {
+    memset((uint8_t *)t->data + offset, value, size);
+}
+static void rp_clear(struct kt_buffer *buf, uint8_t value) { memset(rp_base(buf), value, buf->size); }
+
+static const struct kt_buffer_i rp_buffer_i = {
+    .free_buffer = rp_free,
+    .get_base = rp_base,
+    .set_tensor = rp_set,
+    .get_tensor = rp_get,
+    .memset_tensor = rp_memset,
+    .cpy_tensor = rp_cpy,
+    .clear = rp_clear,
+};
+
+/* ------------------------------------------------------------------ the buffer type */
+
+static const char *rp_buft_name(const struct kt_buffer_type *buft) { return "CPU_REPACK"; }
+static size_t rp_buft_alignment(const struct kt_buffer_type *buft) { return 64; }
+static bool rp_buft_is_host(const struct kt_buffer_type *buft) { return true; }
+
+static size_t rp_buft_alloc_size(const struct kt_buffer_type *buft, const struct kt_tensor *t) {
+    /* a packable tensor allocated without a copy (kt_backend_alloc_ctx_tensors) stays plain */
+    const struct kt_lanes_packer *pk = packer_for(t);
+    const size_t packed = pk ? ENTRY_BYTES + pk->size(t->ne[0]) * groups(t->ne[1]) : 0;
+    return packed > kt_nbytes(t) ? packed : kt_nbytes(t);
+}
+
+static struct kt_buffer *rp_buft_alloc(struct kt_buffer_type *buft, size_t size) {
+    struct repack_buf *r = calloc(1, sizeof *r);
+    if (!r) {
+        kt_set_error("CPU_REPACK buffer: out of memory");
         return NULL;
     }
-    size_t total = 0;
-    for (size_t i = 0; i < n; i++) {
-        struct kt_tensor *t = ts[i];
-        if (!t || !copyable(t)) continue; /* (a tensor listed twice has its extra set already) */
-        const struct kt_lanes_packer *pk = matmul[i] ? packer_for(t) : NULL;
-        struct entry *e = &r->e[r->n++];
-        *e = (struct entry){REPACK_MAGIC, pk, t->type, t->ne[0], t->ne[1], t->nb[1], pk ? pk->size(t->ne[0]) : 0, NULL, t};
-        e->base = (uint8_t *)total;
-        total += pk ? e->gsize * groups(e->M) : (kt_nbytes(t) + 63) & ~(size_t)63;
-        t->extra = e; /* claims it (duplicates skip); set for real below */
-    }
-    if (total) {
-        r->mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (size) {
+        r->mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (r->mem == MAP_FAILED) {
-            r->mem = NULL;
-            for (size_t i = 0; i < r->n; i++) r->e[i].t->extra = NULL;
-            free(r->e);
             free(r);
-            kt_set_error("kt_cpu_repack_weights: cannot allocate %zu bytes", total);
+            kt_set_error("CPU_REPACK buffer: cannot allocate %zu bytes", size);
             return NULL;
         }
-        r->size = total;
 #ifdef MADV_HUGEPAGE
         /* fewer TLB misses while streaming a large model (small ones keep 4 KiB pages:
          * their memory stays as small and as predictable as their files) */
-        if (total >= ((size_t)256 << 20)) madvise(r->mem, total, MADV_HUGEPAGE);
+        if (size >= ((size_t)256 << 20)) madvise(r->mem, size, MADV_HUGEPAGE);
 #endif
     }
-    for (size_t i = 0; i < r->n; i++) {
-        struct entry *e = &r->e[i];
-        e->base = (uint8_t *)r->mem + (size_t)e->base;
-        const uint8_t *w = e->t->data;
-        if (!e->pk) {
-            memcpy(e->base, w, kt_nbytes(e->t));
-            e->t->data = e->base; /* (views of it must follow: the caller re-points them) */
-        }
-        for (size_t g = 0; e->pk && g < groups(e->M); g++) {
-            const int64_t r0 = (int64_t)g * 16;
-            const int nr = (int)(e->M - r0 < 16 ? e->M - r0 : 16);
-            e->pk->pack(e->K, w + (size_t)r0 * e->nb1, e->nb1, nr, e->base + g * e->gsize);
-        }
-        /* the file's pages: read back from the file if anything touches them again */
-        if (release) kt_cpu_drop_pages(w, kt_nbytes(e->t), NULL, NULL);
+    struct kt_buffer *buf = kt_buffer_init(buft, rp_buffer_i, r, size);
+    if (!buf) {
+        if (r->mem) munmap(r->mem, size);
+        free(r);
     }
-    return r;
+    return buf;
 }
 
-size_t kt_cpu_repack_size(const struct kt_cpu_repack *r) { return r ? r->size : 0; }
-size_t kt_cpu_repack_count(const struct kt_cpu_repack *r) { return r ? r->n : 0; }
+static struct kt_buffer_type repack_buft = {
+    .iface = {.get_name = rp_buft_name,
+              .alloc_buffer = rp_buft_alloc,
+              .get_alignment = rp_buft_alignment,
+              .get_alloc_size = rp_buft_alloc_size,
+              .is_host = rp_buft_is_host},
+};
 
-void kt_cpu_repack_free(struct kt_cpu_repack *r) {
-    if (!r) return;
-    for (size_t i = 0; i < r->n; i++)
-        if (r->e[i].t->extra == &r->e[i]) r->e[i].t->extra = NULL;
-    if (r->mem) munmap(r->mem, r->size);
-    free(r->e);
-    free(r);
+struct kt_buffer_type *kt_cpu_repack_buffer_type(void) {
+    repack_buft.device = kt_cpu_device();
+    return &repack_buft;
 }
 
 const struct kt_lanes_packer *kt_cpu_repacked(const struct kt_tensor *a, const uint8_t **group0, size_t *gsize) {

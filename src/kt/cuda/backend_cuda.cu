@@ -431,8 +431,11 @@ static enum kt_status cu_graph_compute(struct kt_backend *b, struct kt_cgraph *g
 
 static void cu_synchronize(struct kt_backend *b) { cudaStreamSynchronize(cu_of(b->device)->stream); }
 
+/* no threads of its own, and a queued graph runs whole (the scheduler asks the abort
+ * callback between splits) */
 static const struct kt_backend_i cu_backend_i = {
     cu_backend_name, cu_backend_free, cu_graph_compute, cu_supports_op, cu_supports_buft, NULL, cu_synchronize,
+    NULL,            NULL,
 };
 
 /* ------------------------------------------------------------------ device */
@@ -469,7 +472,7 @@ static struct kt_backend *cu_dev_init_backend(struct kt_device *d) {
 }
 
 static const struct kt_device_i cu_device_i = {cu_dev_name, cu_dev_desc, cu_dev_type, cu_dev_memory, cu_dev_buft,
-                                               cu_dev_init_backend};
+                                               cu_dev_init_backend, NULL};
 
 extern "C" struct kt_device *kt_cuda_device(void) {
     if (g_probed) return g_present ? &g_dev.dev : NULL;
