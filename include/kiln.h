@@ -1,8 +1,130 @@
 /*
- * kiln.h - the kiln runtime's public header. This file grows by sections:
- * vocabulary (tokenizers), model, context (KV cache, batched decode), sampling,
- * chat templates, quantize. Every section follows the house rules: errors are values, ids
- * and lengths from callers are checked, nothing here prints.
+ * kiln.h - the kiln runtime: load a GGUF language model, tokenize, decode
+ * batches of tokens over a KV cache, read the logits, sample the next token.
+ *
+ * kiln is an LLM inference engine in C11 (after ggml and llama.cpp): kt, a
+ * tensor library with quantized types and CPU/CUDA backends (kt.h,
+ * kt-backend.h), a GGUF reader (gguf.h), and this runtime, which runs the
+ * architectures of its table (llama, qwen2, qwen3, phi3, ...: kiln_arch_list)
+ * with llama.cpp's tokenizers, sampling and chat templates, and checks each
+ * against llama.cpp's logits. The `kiln` binary and its server use this
+ * header; offline work on files (quantize, synthetic models, a model's GGUF
+ * metadata) is in kiln-offline.h.
+ *
+ * ---- The life of a program
+ *
+ * Load a model, make a context (a KV cache and the memory to compute in),
+ * put the prompt in a batch, decode it, read the logits of its last token,
+ * sample, decode that token, and so on; free in the reverse order. The build
+ * compiles the lines between BEGIN and END as the program kiln_example, and
+ * tests/test_example.sh runs it on models/kjv-q4_0.gguf against llama.cpp's
+ * greedy continuations:
+ *
+ *   // BEGIN kiln_example.c: greedy continuation of a prompt
+ *   #include <stdio.h>
+ *   #include <stdlib.h>
+ *   #include <string.h>
+ *
+ *   #include "kiln.h"
+ *
+ *   int main(int argc, char **argv) {
+ *       if (argc != 4) {
+ *           fprintf(stderr, "usage: %s MODEL PROMPT N_TOKENS\n", argv[0]);
+ *           return 2;
+ *       }
+ *       const int n_gen = atoi(argv[3]);
+ *       char err[256];
+ *       struct kiln_model *model = kiln_model_load(argv[1], kiln_model_default_params(), err, sizeof err);
+ *       if (!model) {
+ *           fprintf(stderr, "%s\n", err);
+ *           return 1;
+ *       }
+ *       struct kiln_context *ctx = kiln_context_new(model, kiln_context_default_params(), err, sizeof err);
+ *       struct kiln_sampler *smpl = kiln_sampler_chain_new();
+ *       struct kiln_batch batch = kiln_batch_init((int32_t)(ctx ? kiln_n_batch(ctx) : 0));
+ *       int32_t prompt[256];
+ *       const struct kiln_vocab *vocab = kiln_model_vocab(model);
+ *       const int64_t n_prompt = kiln_tokenize(vocab, argv[2], strlen(argv[2]), prompt, 256, true, false);
+ *       int rc = 1;
+ *       if (!ctx || !kiln_sampler_chain_add(smpl, kiln_sampler_init_greedy()) || batch.capacity == 0) {
+ *           fprintf(stderr, "%s\n", ctx ? "out of memory" : err);
+ *           goto done;
+ *       }
+ *       if (n_prompt <= 0 || n_prompt > batch.capacity) {
+ *           fprintf(stderr, "the prompt must be 1 to %d tokens\n", (int)batch.capacity);
+ *           goto done;
+ *       }
+ *       for (int32_t i = 0; i < (int32_t)n_prompt; i++)   // token, position, sequence, want logits
+ *           kiln_batch_add(&batch, prompt[i], i, 0, i == n_prompt - 1);
+ *       for (int32_t pos = (int32_t)n_prompt; pos < n_prompt + n_gen; pos++) {
+ *           const enum kiln_status st = kiln_decode(ctx, &batch);
+ *           if (st != KILN_OK) {
+ *               fprintf(stderr, "decode: %s (%s)\n", kiln_context_error(ctx), kiln_status_name(st));
+ *               goto done;
+ *           }
+ *           const float *logits = kiln_get_logits_ith(ctx, -1); // valid until the next decode
+ *           const int32_t tok = kiln_sampler_sample(smpl, logits, kiln_vocab_n_tokens(vocab));
+ *           kiln_sampler_accept(smpl, tok);
+ *           if (kiln_vocab_is_eog(vocab, tok)) break;
+ *           char piece[256];
+ *           const int64_t len = kiln_token_to_piece(vocab, tok, piece, sizeof piece, false);
+ *           if (len > 0) fwrite(piece, 1, (size_t)len, stdout);
+ *           kiln_batch_clear(&batch);
+ *           kiln_batch_add(&batch, tok, pos, 0, true);
+ *       }
+ *       putchar('\n');
+ *       rc = 0;
+ *   done:
+ *       kiln_batch_free(&batch);
+ *       kiln_sampler_free(smpl);
+ *       kiln_context_free(ctx); // every context before its model
+ *       kiln_model_free(model);
+ *       return rc;
+ *   }
+ *   // END kiln_example.c
+ *
+ * For sampling with temperature, top-k, top-p and penalties, build the chain
+ * from kiln_sampling_params (kiln_sampler_from_params); for a chat, render the
+ * conversation with kiln_chat_apply and tokenize it with parse_special. Several
+ * sequences share one context: give each its seq_id in the batch (up to
+ * n_seq_max) and decode them together.
+ *
+ * ---- Rules
+ *
+ * Ownership. What a kiln_*_new / _load / _init call returns, the caller frees
+ * with the matching _free. Pointers the runtime hands out (kiln_model_vocab,
+ * kiln_model_hparams, names, kiln_context_error, logits) belong to the object
+ * they came from and die with it. Arrays passed in (batches, chat messages,
+ * logit biases) are read during the call, or copied where a parameter says so.
+ *
+ * Lifetimes. The model outlives its contexts: free every context (and every
+ * sampler, whose state is plain memory) before kiln_model_free. A vocabulary
+ * from kiln_model_vocab lives as long as its model. kiln_get_logits_ith's row
+ * is valid until the next kiln_decode on that context (which overwrites it,
+ * even when it fails) or kiln_context_free; copy it to keep it.
+ *
+ * Threads. A loaded model and its vocabulary are read-only: any number of
+ * threads may use them, and create contexts on them, at once. A context is
+ * used by one thread at a time (kiln_decode, the kv calls, the logits): calls
+ * on one context are not synchronized. kiln_decode computes on the context's
+ * own threads (n_threads, kiln_set_n_threads) and returns when they are done;
+ * the abort callback runs on the thread that called kiln_decode. A sampler
+ * keeps history and scratch: one per sequence, used by one thread at a time.
+ * Nothing here keeps global state beyond lazily built constant tables.
+ *
+ * Errors. Nothing here prints, exits or aborts on bad input; every failure is
+ * a value, and its message is found in one of two places:
+ *   - a call that makes an object (kiln_model_load, kiln_context_new,
+ *     kiln_vocab_load, and kiln-offline.h's runs) returns NULL or false and
+ *     writes the message into the caller's (err, errlen) buffer;
+ *   - a call on a context returns an enum kiln_status (KILN_OK or a
+ *     KILN_ERR_*; false for the kv calls) and leaves the message on the
+ *     context, kiln_context_error;
+ *   the samplers, which are made and combined without a buffer, keep the
+ *   message of their last failure per thread (kiln_sampler_last_error).
+ * Counting calls (kiln_tokenize, kiln_detokenize, kiln_token_to_piece,
+ * kiln_chat_apply) return the count, -(needed) when the output is too small,
+ * or KILN_ERR_INVALID. Ids, positions and lengths from callers are checked.
  */
 #ifndef KILN_H
 #define KILN_H
@@ -164,7 +286,7 @@ void kiln_model_free(struct kiln_model *model);
 /* Where the weights went: "" when no GPU was asked for, else "CUDA0: 22 of 22 layers and the output
  * (n MiB)" or why the GPU was not used. */
 const char *kiln_model_gpu_note(const struct kiln_model *model);
-/* llama-bench's "backends" field: "CUDA" when weights went to a GPU, else "CPU". */
+/* llama-bench's "backends" field: the backend holding the offloaded weights ("CUDA"), else "CPU". */
 const char *kiln_model_backends(const struct kiln_model *model);
 /* The architectures kiln runs (general.architecture values): is name one, and all
  * of them as "llama, qwen2, ..." into buf. */
@@ -174,13 +296,26 @@ const struct kiln_hparams *kiln_model_hparams(const struct kiln_model *model);
 const struct kiln_vocab *kiln_model_vocab(const struct kiln_model *model);
 const char *kiln_model_arch(const struct kiln_model *model);
 const char *kiln_model_name(const struct kiln_model *model);
-const struct gguf_file *kiln_model_gguf(const struct kiln_model *model);
 int64_t kiln_model_n_params(const struct kiln_model *model);
 size_t kiln_model_size(const struct kiln_model *model); /* bytes of weights */
 /* e.g. "llama 4L 256E Q4_0" for bench tables */
 void kiln_model_desc(const struct kiln_model *model, char *buf, size_t size);
 
 /* ================================================================== context */
+
+/* What a call on a context came to; the message is kiln_context_error's. New statuses are
+ * added at the end; the values are stable. */
+enum kiln_status {
+    KILN_OK = 0,
+    KILN_ERR_ARG = -1,       /* a bad argument: a token id, position or sequence out of range, an
+                                empty batch or one larger than n_batch, a thread count */
+    KILN_ERR_NO_ROOM = -2,   /* no room in the KV cache for the batch: free sequences, retry */
+    KILN_ERR_COMPUTE = -3,   /* the graph could not be built, placed or computed */
+    KILN_ERR_ABORTED = -4,   /* the abort callback stopped it */
+    KILN_ERR_NO_MEMORY = -5, /* memory or threads ran out */
+};
+/* "ok", "bad argument", "no room in the KV cache", ... (a fixed string). */
+const char *kiln_status_name(enum kiln_status st);
 
 struct kiln_context_params {
     uint32_t n_ctx;       /* KV cache cells; 0: the model's training context */
@@ -199,7 +334,14 @@ uint32_t kiln_n_ctx(const struct kiln_context *ctx);
 uint32_t kiln_n_batch(const struct kiln_context *ctx);   /* most tokens per kiln_decode */
 uint32_t kiln_n_seq_max(const struct kiln_context *ctx); /* sequences 0 .. n_seq_max-1 */
 const char *kiln_context_error(const struct kiln_context *ctx); /* message of the last failure */
-void kiln_set_n_threads(struct kiln_context *ctx, int n_threads);
+/* Threads kiln_decode computes with (1..512): KILN_ERR_ARG for a count out of range,
+ * KILN_ERR_NO_MEMORY when the threads cannot be started; the old count stays then. */
+enum kiln_status kiln_set_n_threads(struct kiln_context *ctx, int n_threads);
+/* Asked between the steps of every kiln_decode from now on, on the calling thread (NULL:
+ * never): return true to stop; kiln_decode then returns KILN_ERR_ABORTED with the cache
+ * as it was before. A way to give up a long prompt (a client that went away, a deadline). */
+typedef bool (*kiln_abort_fn)(void *data);
+void kiln_set_abort_callback(struct kiln_context *ctx, kiln_abort_fn fn, void *data);
 /* Bytes of the compute buffer and of the KV cache (memory reports). */
 size_t kiln_compute_buffer_size(const struct kiln_context *ctx);
 size_t kiln_kv_size_bytes(const struct kiln_context *ctx);
@@ -218,12 +360,13 @@ void kiln_batch_free(struct kiln_batch *batch);
 void kiln_batch_clear(struct kiln_batch *batch);
 bool kiln_batch_add(struct kiln_batch *batch, int32_t token, int32_t pos, int32_t seq_id, bool logits);
 
-/* Evaluate a batch: 0 on success; < 0 on an error (bad token id, position, sequence,
- * batch larger than n_batch, no room in the cache: kiln_context_error says which);
- * the cache is unchanged on error. */
-int kiln_decode(struct kiln_context *ctx, const struct kiln_batch *batch);
+/* Evaluate a batch: its tokens' K and V go into the cache, and the logits of the tokens
+ * that asked for them (none asked: the last one) into the context. On any error the cache
+ * and the sequences are as they were and no logits are kept. */
+enum kiln_status kiln_decode(struct kiln_context *ctx, const struct kiln_batch *batch);
 /* Logits (n_vocab floats) of batch token i of the last decode (i < 0 counts from the
- * end); NULL if that token's logits were not requested. */
+ * end); NULL if that token's logits were not requested or the decode failed. Valid until
+ * the next kiln_decode on ctx or kiln_context_free. */
 const float *kiln_get_logits_ith(const struct kiln_context *ctx, int32_t i);
 
 /* ---- KV cache by sequence */
@@ -475,95 +618,6 @@ const char *kiln_chat_template_name(enum kiln_chat_template t);
  * may be NULL then), KILN_ERR_INVALID for t out of range or a NULL role/content. */
 int64_t kiln_chat_apply(enum kiln_chat_template t, const struct kiln_chat_msg *msgs, size_t n, bool add_assistant,
                         char *buf, size_t size);
-
-/* ================================================================== quantize
- *
- * Rewrite a GGUF model with its weights in another type, choosing each tensor's
- * type as llama.cpp's quantizer does for the same file type (so the output has
- * the same tensor types, and for the legacy types the same bytes): the output
- * projection keeps more bits (Q6_K), the _S/_M/_L mixes give some attn_v and
- * ffn_down layers more bits, rows that are not whole blocks fall back to a type
- * that fits, 1-D tensors (norms) stay as they are. Metadata is kept, with
- * general.file_type and general.quantization_version (2) set. Data streams
- * through the writer (bounded memory) and the output appears only when complete.
- */
-
-/* File types: llama.cpp's ids (written as general.file_type). */
-enum kiln_ftype {
-    KILN_FTYPE_ALL_F32 = 0,
-    KILN_FTYPE_MOSTLY_F16 = 1,
-    KILN_FTYPE_MOSTLY_Q4_0 = 2,
-    KILN_FTYPE_MOSTLY_Q4_1 = 3,
-    KILN_FTYPE_MOSTLY_Q8_0 = 7,
-    KILN_FTYPE_MOSTLY_Q5_0 = 8,
-    KILN_FTYPE_MOSTLY_Q5_1 = 9,
-    KILN_FTYPE_MOSTLY_Q2_K = 10,
-    KILN_FTYPE_MOSTLY_Q3_K_S = 11,
-    KILN_FTYPE_MOSTLY_Q3_K_M = 12,
-    KILN_FTYPE_MOSTLY_Q3_K_L = 13,
-    KILN_FTYPE_MOSTLY_Q4_K_S = 14,
-    KILN_FTYPE_MOSTLY_Q4_K_M = 15,
-    KILN_FTYPE_MOSTLY_Q5_K_S = 16,
-    KILN_FTYPE_MOSTLY_Q5_K_M = 17,
-    KILN_FTYPE_MOSTLY_Q6_K = 18,
-    KILN_FTYPE_MOSTLY_IQ4_NL = 25,
-    KILN_FTYPE_MOSTLY_IQ4_XS = 30,
-    KILN_FTYPE_MOSTLY_BF16 = 32,
-};
-
-/* "Q4_K_M", "q8_0", "F16" ... (case-insensitive; Q3_K/Q4_K/Q5_K mean the _M mix,
- * as in llama-quantize). false if unknown. */
-bool kiln_ftype_from_name(const char *name, enum kiln_ftype *out);
-const char *kiln_ftype_name(enum kiln_ftype ftype); /* "Q4_K_M"; "?" if unknown */
-
-/* What kiln_quantize_file does with one tensor (for listings and warnings). */
-struct kiln_quantize_tensor {
-    const char *name;
-    int n_dims;
-    int64_t ne[KT_MAX_DIMS];
-    enum kt_type from, to;
-    bool requantized; /* from was already quantized: precision lost twice */
-};
-
-struct kiln_quantize_params {
-    enum kiln_ftype ftype;
-    int n_threads;          /* <= 0: 1; the bytes are the same for any count */
-    bool pure;              /* every quantizable tensor gets ftype's type (no mix) */
-    bool allow_requantize;  /* accept already-quantized inputs (dequantized first) */
-    kiln_progress_fn progress; /* fraction of output bytes written; false cancels */
-    void *progress_data;
-    /* Called once per tensor, in file order, before anything is written; may be NULL. */
-    void (*on_tensor)(const struct kiln_quantize_tensor *t, void *data);
-    void *on_tensor_data;
-};
-struct kiln_quantize_params kiln_quantize_default_params(void); /* Q8_0, 1 thread */
-
-/* Quantize the GGUF file in into out. false with a message in err (unreadable
- * input, a tensor that is already quantized without allow_requantize, a tensor
- * with NaN/Inf values, an unwritable output ...); out is then left untouched. */
-bool kiln_quantize_file(const char *in, const char *out, const struct kiln_quantize_params *p, char *err,
-                        size_t errlen);
-
-/* ================================================================== synth
- *
- * Deterministic synthetic llama models with random weights, for tests and
- * benchmarks: the same preset, type and seed give the same bytes on any machine.
- * Weights are streamed to the file (a 7B model is never held in memory).
- */
-struct kiln_synth_params {
-    const char *preset;     /* "tiny", "tinyllama-1.1b", "llama-7b" */
-    const char *arch;       /* an architecture kiln runs (its required tensors); NULL: "llama" */
-    enum kt_type type;      /* F32, F16, BF16, Q8_0, Q4_0 (quantized: llama.cpp's mix for that type) */
-    const char *vocab_path; /* GGUF file whose tokenizer.* keys to use, or NULL for a synthetic SPM vocab */
-    uint64_t seed;
-    int n_threads;          /* <= 0: 1; the bytes are the same for any count */
-    kiln_progress_fn progress;
-    void *progress_data;
-};
-struct kiln_synth_params kiln_synth_default_params(void); /* tiny, F16, seed 0 */
-/* Names of the presets, NULL-terminated. */
-const char *const *kiln_synth_presets(void);
-bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

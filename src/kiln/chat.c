@@ -10,6 +10,7 @@
 
 #include "gguf.h"
 #include "kiln.h"
+#include "kiln-offline.h"
 
 /* ------------------------------------------------------------------ output */
 

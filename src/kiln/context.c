@@ -191,11 +191,21 @@ uint32_t kiln_n_ctx(const struct kiln_context *ctx) { return ctx->params.n_ctx; 
 uint32_t kiln_n_batch(const struct kiln_context *ctx) { return ctx->params.n_batch; }
 uint32_t kiln_n_seq_max(const struct kiln_context *ctx) { return ctx->params.n_seq_max; }
 const char *kiln_context_error(const struct kiln_context *ctx) { return ctx->err; }
-void kiln_set_n_threads(struct kiln_context *ctx, int n_threads) {
-    if (n_threads >= 1 && n_threads <= 512) {
-        ctx->params.n_threads = n_threads;
-        kt_backend_set_n_threads(ctx->backend, n_threads);
+enum kiln_status kiln_set_n_threads(struct kiln_context *ctx, int n_threads) {
+    if (n_threads < 1 || n_threads > 512) {
+        snprintf(ctx->err, sizeof ctx->err, "n_threads %d out of range (1..512)", n_threads);
+        return KILN_ERR_ARG;
     }
+    if (!kt_backend_set_n_threads(ctx->backend, n_threads)) {
+        snprintf(ctx->err, sizeof ctx->err, "cannot start %d threads: %s", n_threads, kt_last_error());
+        return KILN_ERR_NO_MEMORY;
+    }
+    ctx->params.n_threads = n_threads;
+    return KILN_OK;
+}
+
+void kiln_set_abort_callback(struct kiln_context *ctx, kiln_abort_fn fn, void *data) {
+    kt_sched_set_abort_callback(ctx->sched, fn, data);
 }
 size_t kiln_compute_buffer_size(const struct kiln_context *ctx) {
     return kt_sched_get_buffer_size(ctx->sched, ctx->backend);
@@ -204,8 +214,21 @@ size_t kiln_kv_size_bytes(const struct kiln_context *ctx) { return kt_buffer_siz
 
 /* ------------------------------------------------------------------ decode */
 
-static int decode_error(struct kiln_context *ctx, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int decode_error(struct kiln_context *ctx, int code, const char *fmt, ...) {
+const char *kiln_status_name(enum kiln_status st) {
+    switch (st) {
+    case KILN_OK: return "ok";
+    case KILN_ERR_ARG: return "bad argument";
+    case KILN_ERR_NO_ROOM: return "no room in the KV cache";
+    case KILN_ERR_COMPUTE: return "compute failed";
+    case KILN_ERR_ABORTED: return "aborted";
+    case KILN_ERR_NO_MEMORY: return "out of memory";
+    }
+    return "unknown status";
+}
+
+static enum kiln_status decode_error(struct kiln_context *ctx, enum kiln_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static enum kiln_status decode_error(struct kiln_context *ctx, enum kiln_status code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
@@ -297,20 +320,20 @@ static bool set_inputs(struct kiln_context *ctx, const struct kiln_batch *b, con
     return true;
 }
 
-int kiln_decode(struct kiln_context *ctx, const struct kiln_batch *b) {
+enum kiln_status kiln_decode(struct kiln_context *ctx, const struct kiln_batch *b) {
     const struct kiln_hparams *hp = &ctx->model->hp;
     const int32_t T = b->n_tokens;
-    if (T <= 0) return decode_error(ctx, -1, "empty batch");
+    if (T <= 0) return decode_error(ctx, KILN_ERR_ARG, "empty batch");
     if ((uint32_t)T > ctx->params.n_batch)
-        return decode_error(ctx, -1, "batch of %d tokens exceeds n_batch %u", T, ctx->params.n_batch);
+        return decode_error(ctx, KILN_ERR_ARG, "batch of %d tokens exceeds n_batch %u", T, ctx->params.n_batch);
     int32_t n_out = 0;
     for (int32_t i = 0; i < T; i++) {
         if (b->token[i] < 0 || b->token[i] >= hp->n_vocab)
-            return decode_error(ctx, -1, "token %d at batch index %d is not in the vocabulary (0..%lld)", b->token[i],
+            return decode_error(ctx, KILN_ERR_ARG, "token %d at batch index %d is not in the vocabulary (0..%lld)", b->token[i],
                                 i, (long long)hp->n_vocab - 1);
-        if (b->pos[i] < 0) return decode_error(ctx, -1, "negative position %d at batch index %d", b->pos[i], i);
+        if (b->pos[i] < 0) return decode_error(ctx, KILN_ERR_ARG, "negative position %d at batch index %d", b->pos[i], i);
         if (b->seq_id[i] < 0 || (uint32_t)b->seq_id[i] >= ctx->params.n_seq_max)
-            return decode_error(ctx, -1, "sequence %d at batch index %d out of range (0..%u)", b->seq_id[i], i,
+            return decode_error(ctx, KILN_ERR_ARG, "sequence %d at batch index %d out of range (0..%u)", b->seq_id[i], i,
                                 ctx->params.n_seq_max - 1);
         n_out += b->logits[i] != 0;
     }
@@ -322,7 +345,7 @@ int kiln_decode(struct kiln_context *ctx, const struct kiln_batch *b) {
     if (head < 0 && ctx->kv.size - ctx->kv.used >= (uint32_t)T && kiln_kv_defrag(&ctx->kv))
         head = kiln_kv_find_slot(&ctx->kv, (uint32_t)T);
     if (head < 0)
-        return decode_error(ctx, -2, "no room in the KV cache for %d tokens (%u of %u cells used)", T, ctx->kv.used,
+        return decode_error(ctx, KILN_ERR_NO_ROOM, "no room in the KV cache for %d tokens (%u of %u cells used)", T, ctx->kv.used,
                             ctx->kv.size);
     struct kiln_kv_cell *cells = ctx->kv.cells;
     for (int32_t i = 0; i < T; i++) {
@@ -332,6 +355,7 @@ int kiln_decode(struct kiln_context *ctx, const struct kiln_batch *b) {
     ctx->kv.used += (uint32_t)T;
     int64_t n_kv = kiln_kv_n_kv(&ctx->kv, KV_PAD);
 
+    enum kiln_status st = KILN_ERR_COMPUTE;
     struct kiln_graph_in in;
     struct kt_cgraph *gf = build_graph(ctx, T, n_kv, n_out, head, &in);
     kt_sched_reset(ctx->sched);
@@ -339,25 +363,37 @@ int kiln_decode(struct kiln_context *ctx, const struct kiln_batch *b) {
         if (gf) snprintf(ctx->err, sizeof ctx->err, "cannot allocate the graph: %s", kt_last_error());
         goto rollback;
     }
-    kt_tensor_set(in.tokens, b->token, 0, sizeof(int32_t) * (size_t)T);
-    kt_tensor_set(in.pos, b->pos, 0, sizeof(int32_t) * (size_t)T);
-    if (!set_inputs(ctx, b, &in, all_out)) goto rollback;
-    if (kt_sched_graph_compute(ctx->sched, gf) != KT_STATUS_SUCCESS) {
-        snprintf(ctx->err, sizeof ctx->err, "compute failed: %s", kt_last_error());
+    if (!kt_tensor_set(in.tokens, b->token, 0, sizeof(int32_t) * (size_t)T) ||
+        !kt_tensor_set(in.pos, b->pos, 0, sizeof(int32_t) * (size_t)T)) {
+        snprintf(ctx->err, sizeof ctx->err, "cannot set the inputs: %s", kt_last_error());
+        goto rollback;
+    }
+    if (!set_inputs(ctx, b, &in, all_out)) {
+        st = KILN_ERR_NO_MEMORY;
+        goto rollback;
+    }
+    const enum kt_status cs = kt_sched_graph_compute(ctx->sched, gf);
+    if (cs == KT_STATUS_ABORTED) {
+        snprintf(ctx->err, sizeof ctx->err, "decode aborted by the abort callback");
+        st = KILN_ERR_ABORTED;
         goto rollback;
     }
     struct kt_tensor *logits = kt_graph_node(gf, -1);
-    kt_tensor_get(logits, ctx->logits, 0, sizeof(float) * (size_t)hp->n_vocab * (size_t)n_out);
+    if (cs != KT_STATUS_SUCCESS ||
+        !kt_tensor_get(logits, ctx->logits, 0, sizeof(float) * (size_t)hp->n_vocab * (size_t)n_out)) {
+        snprintf(ctx->err, sizeof ctx->err, "compute failed: %s", kt_last_error());
+        goto rollback;
+    }
     ctx->n_outputs = n_out;
     ctx->n_batch_last = T;
-    return 0;
+    return KILN_OK;
 
 rollback:
     for (int32_t i = 0; i < T; i++) cells[head + i] = (struct kiln_kv_cell){.pos = -1, .seq = 0};
     ctx->kv.used -= (uint32_t)T;
     ctx->n_outputs = 0;
     ctx->n_batch_last = 0;
-    return -3;
+    return st;
 }
 
 const float *kiln_get_logits_ith(const struct kiln_context *ctx, int32_t i) {

@@ -6,6 +6,7 @@
  * weights); a file tensor the row does not list is refused.
  */
 #include "errf.h"
+#include "kiln-offline.h"
 #include "runtime.h"
 
 #include <stdio.h>

@@ -8,6 +8,7 @@
 #define KILN_QUANT_MIX_H
 
 #include "kiln.h"
+#include "kiln-offline.h"
 
 /* What the rules need to know about the model, and the counters they keep.
  * Tensors must be presented in kiln_qmix_order (llama.cpp's loader order), as the

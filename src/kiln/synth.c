@@ -6,6 +6,7 @@
  * rows are generated while the writer streams them to the file.
  */
 #include "errf.h"
+#include "kiln-offline.h"
 #include "quant_mix.h"
 #include "runtime.h"
 

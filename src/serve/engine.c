@@ -380,21 +380,22 @@ static void decode_range(struct srv_engine *e, int32_t lo, int32_t hi) {
     struct kiln_batch view = {.n_tokens = hi - lo, .capacity = hi - lo, .token = b->token + lo, .pos = b->pos + lo,
                               .seq_id = b->seq_id + lo, .logits = b->logits + lo};
     double t0 = srv_now();
-    int rc = kiln_decode(e->ctx, &view), calls = 1;
+    enum kiln_status rc = kiln_decode(e->ctx, &view);
+    int calls = 1;
     /* no room: parked prefixes give way to running sequences first (the cache is unchanged on error) */
-    while (rc == -2 && srv_pcache_evict_lru(e->pcache)) {
+    while (rc == KILN_ERR_NO_ROOM && srv_pcache_evict_lru(e->pcache)) {
         rc = kiln_decode(e->ctx, &view);
         calls++;
     }
     /* counted before any token of it is published: a client that got its answer reads
      * /metrics with it */
     int32_t n_prompt = 0, n_gen = 0;
-    for (int32_t i = lo; rc == 0 && i < hi; i++) {
+    for (int32_t i = lo; rc == KILN_OK && i < hi; i++) {
         if (e->slots[b->seq_id[i]].generating) n_gen++;
         else n_prompt++;
     }
     srv_metrics_step(e->metrics, n_prompt, n_gen, e->n_busy_step, calls, srv_now() - t0);
-    if (rc == -2 && hi - lo > 1) {
+    if (rc == KILN_ERR_NO_ROOM && hi - lo > 1) {
         int32_t mid = lo + (hi - lo) / 2;
         decode_range(e, lo, mid);
         decode_range(e, mid, hi);
@@ -403,10 +404,10 @@ static void decode_range(struct srv_engine *e, int32_t lo, int32_t hi) {
     for (int32_t i = lo; i < hi; i++) {
         struct srv_slot *s = &e->slots[b->seq_id[i]];
         if (!s->task || s->failed) continue;
-        if (rc != 0) {
+        if (rc != KILN_OK) {
             char msg[300];
             snprintf(msg, sizeof msg, "decode failed: %s", kiln_context_error(e->ctx));
-            task_fail(s->task, rc == -2 ? 503 : 500, msg);
+            task_fail(s->task, rc == KILN_ERR_NO_ROOM ? 503 : 500, msg);
             s->failed = true;
             slot_release(e, s, true);
             continue;

@@ -5,6 +5,7 @@
 #include "model_args.h"
 
 #include "gguf.h"
+#include "kiln-offline.h"
 
 #include <stdlib.h>
 #include <string.h>

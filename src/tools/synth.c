@@ -6,6 +6,7 @@
 #include "tools.h"
 
 #include "kiln.h"
+#include "kiln-offline.h"
 
 #include <string.h>
 #include <sys/stat.h>
