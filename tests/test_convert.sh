@@ -47,7 +47,7 @@ check "run names the problem" err_has "unsupported GGJT version 9"
 
 legacy="$shared/models/legacy/kjv-q4_0.ggjt.bin"
 if [ ! -r "$legacy" ]; then
-  echo "SKIP: $legacy absent (conversion of a real legacy file)"
+  skip_part "$legacy absent (conversion of a real legacy file)"
   tu_finish test_convert
   exit $?
 fi
@@ -71,7 +71,7 @@ check "info: no note for a GGUF" exit_is 0 bash -c "! grep -q note: '$tmp/err'"
 if [ -x "$peer" ]; then
   check "ggml's reader accepts the GGUF" "$peer" gguf "$conv"
 else
-  echo "SKIP: $peer absent (ggml's reader on the converted file)"
+  skip_part "$peer absent (ggml's reader on the converted file)"
 fi
 
 # every reference prompt tokenizes as llama.cpp did, in the converted and the legacy file

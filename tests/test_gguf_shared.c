@@ -77,6 +77,7 @@ static int open_all(const char *dir, bool models) {
 static void test_rewrite(const char *src, const char *tmp) {
     char err[256];
     struct gguf_file *g = gguf_open(src, err, sizeof err);
+    CHECKF(g != NULL, "%s: %s", src, err);
     if (!g) return;
     struct gguf_writer *w = gguf_writer_new();
     CHECK(gguf_writer_copy_kv(w, g));
@@ -115,6 +116,8 @@ int main(void) {
         CHECKF(g, "%s", err);
         if (g) CHECK(gguf_legacy_format(g) && !strcmp(gguf_legacy_format(g), "GGJT v3") && gguf_n_tensors(g) == 39);
         gguf_close(g);
+    } else {
+        tu_skip_part("%s absent (a legacy file read as GGUF)", path);
     }
 
     char tmp[] = "/tmp/kiln-test-gguf-rewrite-XXXXXX";

@@ -624,9 +624,9 @@ static void test_shared(const char *shared) {
     snprintf(dir, sizeof dir, "%s/reference/legacy", shared);
     snprintf(gguf, sizeof gguf, "%s/models/kjv-q4_0.gguf", shared);
     if (access(gguf, R_OK) == 0) test_round_trip(gguf);
-    else printf("SKIP: %s absent (round trip of a real model)\n", gguf);
+    else tu_skip_part("%s absent (round trip of a real model)", gguf);
     if (access(legacy, R_OK) != 0) {
-        printf("SKIP: %s absent (conformance with llama.cpp)\n", legacy);
+        tu_skip_part("%s absent (conformance with llama.cpp)", legacy);
         return;
     }
     char out1[] = "/tmp/kiln-test-legacy-conv-XXXXXX", out2[] = "/tmp/kiln-test-legacy-def-XXXXXX";
@@ -675,6 +675,6 @@ int main(void) {
     test_run_unaligned();
     const char *shared = tu_shared();
     if (shared) test_shared(shared);
-    else printf("SKIP: ../shared absent (conformance with llama.cpp's logits, round trip of a real model)\n");
+    else tu_skip_part("../shared absent (conformance with llama.cpp's logits, round trip of a real model)");
     return tu_finish("test_legacy");
 }

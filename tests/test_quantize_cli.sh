@@ -66,7 +66,7 @@ want = json.load(open(sys.argv[2]))["ppl"][sys.argv[3]]
 assert abs(got - want) <= 0.01 * want, (got, want)' "$tmp/out" "$shared/reference/perplexity.json" "kjv-$t.gguf"
   done
 else
-  echo "SKIP the ../shared part: $shared is absent (set KILN_SHARED)"
+  skip_part "the ../shared part: $shared is absent (set KILN_SHARED)"
 fi
 
 # llama.cpp's quantizer, live: every type, mix and --pure, on models that reach the fallbacks
@@ -109,7 +109,7 @@ if [ -x "$peer" ]; then
     done
   done
 else
-  echo "SKIP the llama.cpp comparisons: $peer is absent"
+  skip_part "the llama.cpp comparisons: $peer is absent"
 fi
 
 tu_finish test_quantize_cli

@@ -143,7 +143,7 @@ assert d["hparams"]["llama.vocab_size"] == n
 emb = [t for t in d["tensors"] if t["name"] == "token_embd.weight"][0]
 assert emb["shape"] == [64, n], emb' "$tmp/out"
 else
-  echo "SKIP --vocab: $vocab is absent"
+  skip_part "--vocab: $vocab is absent"
 fi
 
 # llama.cpp accepts the files: ggml's reader, and its loader (quantize loads the model)
@@ -167,7 +167,7 @@ got = json.load(open(sys.argv[1]))["tokens"]
 want = json.load(open(sys.argv[2]))["prompt_tokens"]
 assert got == want and len(got) > 20, (got, want)' "$tmp/eval.json" "$tmp/pl-0.json"
 else
-  echo "SKIP llama.cpp checks: $peer is absent"
+  skip_part "llama.cpp checks: $peer is absent"
 fi
 
 tu_finish test_synth

@@ -16,6 +16,7 @@
 
 static int tu_failures = 0;
 static int tu_checks = 0;
+static int tu_skipped_parts = 0;
 
 #define CHECK(cond)                                                                   \
     do {                                                                              \
@@ -37,10 +38,24 @@ static int tu_checks = 0;
         }                                                                     \
     } while (0)
 
-/* Ends the test: prints "N passed, N failed" (checks) and returns the exit code. */
+/* A part of the test that cannot run here (its data or a tool is absent): said, and
+ * counted, so that the test reports itself skipped rather than passed. */
+#define tu_skip_part(...)        \
+    do {                         \
+        printf("SKIP: ");        \
+        printf(__VA_ARGS__);     \
+        putchar('\n');           \
+        tu_skipped_parts++;      \
+    } while (0)
+
+/* Ends the test: prints "N passed, N failed" (checks) and returns the exit code: 1 on a
+ * failure, else 77 (ctest: skipped) when a part was skipped, so that a pass means every
+ * check ran. */
 static inline int tu_finish(const char *name) {
-    printf("%s: %d passed, %d failed\n", name, tu_checks - tu_failures, tu_failures);
-    return tu_failures ? 1 : 0;
+    printf("%s: %d passed, %d failed", name, tu_checks - tu_failures, tu_failures);
+    if (tu_skipped_parts) printf(", %d parts skipped", tu_skipped_parts);
+    putchar('\n');
+    return tu_failures ? 1 : tu_skipped_parts ? 77 : 0;
 }
 
 /* Relative RMS error of got vs want; prints the first element off by more than tol
