@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Side-by-side speed against llama.cpp on the same GGUF file, in one invocation:
 # alternates `kiln bench` and the peer driver (../shared/peer) ROUNDS times, then
-# prints the median pp and tg tokens/s of each, the ratio kiln / llama.cpp, and
-# kiln's tg against the bandwidth bound `kiln bench` measures.
+# prints the machine, the CPU variant of llama.cpp's library that ran, the median
+# pp and tg tokens/s of each, the ratio kiln / llama.cpp, and kiln's tg against
+# the bandwidth bound `kiln bench` measures.
 #   bench/compare.sh MODEL [NPP 128] [NTG 64] [ROUNDS 5] [THREADS 2]
 # Refuses to run, or to report, on a busy machine: before the first round the
 # 1-minute load average must be under 0.5, and before every round and after the
@@ -36,6 +37,14 @@ fi
 
 [ -x "$peer" ] || peer=$(bash "$here/../shared/peer/build.sh" | tail -n 1)
 out=$(mktemp); trap 'rm -f "$out"' EXIT
+# The machine and the CPU variant llama.cpp's library chose: ggml loads every
+# libggml-cpu-*.so to score it, then loads the best one again, so the last one the
+# dynamic loader opens is the one that runs.
+cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
+variant=$(LD_DEBUG=files "$peer" bench "$model" 8 1 1 1 2>&1 >/dev/null |
+  sed -n 's/.*file=[^ ]*\(libggml-cpu-[A-Za-z0-9_]*\)\.so .*dynamically loaded.*/\1/p' | tail -n 1)
+echo "machine: ${cpu:-?} ($(nproc) CPUs; $(grep -o -m1 -w 'avx512vnni' /proc/cpuinfo || echo no avx512vnni));" \
+  "llama.cpp's CPU library: ${variant:-not found}; $(date -u +%Y-%m-%d)"
 for r in $(seq "$rounds"); do
   if why=$(busy noload); then
     echo "bench/compare.sh: the machine became busy before round $r ($why): no figures reported" >&2
