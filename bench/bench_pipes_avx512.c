@@ -5,8 +5,8 @@
  * attention's broadcasts cost), and vpdpbusd and FMA on 256 bits; each as 12
  * independent instructions per loop turn (no dependency chain limits them).
  * Cycles come from a chain of dependent integer adds (one a cycle), so no
- * hardware counter is needed. The ceilings the README's speed targets are
- * weighed against come from here.
+ * hardware counter is needed. The ceilings docs/benchmarks.md weighs the speed targets
+ * against come from here.
  *   bench_pipes_avx512 [turns in millions (100)]
  */
 #include <immintrin.h>
