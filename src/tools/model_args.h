@@ -41,7 +41,7 @@ bool decode_prompt(const char *cmd, struct kiln_context *ctx, const struct kiln_
  * damaged), or that every weight is finite, and returns false. WHERE is a printf
  * format (finite.c). */
 bool tool_logits_ok(const char *cmd, const struct kiln_model *model, const float *l, int64_t n,
-                        const char *where_fmt, ...) __attribute__((format(printf, 5, 6)));
+                    const char *where_fmt, ...) __attribute__((format(printf, 5, 6)));
 /* ---- the prompt: -p TEXT or -f FILE, exactly one */
 struct prompt_args {
     const char *prompt, *file;

@@ -102,7 +102,7 @@ int cmd_perplexity(int argc, char **argv) {
                 const float *l = kiln_get_logits_ith(ma.ctx, i - i0);
                 /* NaN or uniform logits would score as 1/n_vocab: a plausible, wrong PPL */
                 if (!tool_logits_ok(cmd, ma.model, l, n_vocab, "position %d of chunk %lld (token %lld of the text)",
-                                        i, (long long)k + 1, (long long)(k * n_ctx + i)))
+                                    i, (long long)k + 1, (long long)(k * n_ctx + i)))
                     goto done;
                 double lp = log_prob(l, n_vocab, chunk[i + 1]);
                 nll -= lp;
