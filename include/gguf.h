@@ -174,8 +174,9 @@ size_t gguf_utf8_valid_len(const char *s, size_t n);
 /* ---- output files
  * Every file kiln writes: a temporary beside the target (in its directory, so the
  * rename is atomic), renamed over it only at commit; a symlinked target is replaced
- * and the link kept; a replaced file keeps its mode, a new one gets 0666 less the
- * umask; an existing device or FIFO is written directly. */
+ * and the link kept (a dangling link's target is created; a looping link is refused);
+ * a replaced file keeps its mode, a new one gets 0666 less the umask; an existing
+ * device or FIFO is written directly. */
 struct gguf_outfile {
     FILE *f;    /* write here between open and commit */
     char *path; /* the target (symlinks resolved) */
@@ -191,6 +192,11 @@ bool gguf_outfile_commit(struct gguf_outfile *o, char *err, size_t errlen);
 void gguf_outfile_abort(struct gguf_outfile *o);
 /* Are a and b the same existing file (symlinks followed)? */
 bool gguf_outfile_same(const char *a, const char *b);
+/* False (message in err) when path is the same regular file as one of inputs[0..n)
+ * (through symlinks and hard links; NULL entries skipped): writing it would lose that
+ * input. For a command that reads several files, or whose writer is given no input. */
+bool gguf_outfile_check_inputs(const char *path, const char *const *inputs, size_t n_inputs, char *err,
+                               size_t errlen);
 /* Unlink every temporary still open: async-signal-safe, for a SIGINT/SIGTERM handler
  * that then re-raises the signal. */
 void gguf_outfile_remove_temps(void);

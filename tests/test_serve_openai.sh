@@ -24,11 +24,11 @@ limit=60; [ -n "${KILN_SANITIZED:-}" ] && limit=300
 "$kiln" serve -m "$model" --port 0 -np 4 -c 2048 --api-key secret 2>"$tmp/log" &
 pid=$! port=
 for _ in $(seq 300); do
-  port=$(sed -n 's/.*listening on http:\/\/[^ ]*:\([0-9]*\)$/\1/p' "$tmp/log")
-  grep -q "model loaded" "$tmp/log" && break
+  grep -q "model loaded" "$tmp/log" && break # after "listening on": the port is in the log by now
   kill -0 $pid 2>/dev/null || break
   sleep 0.1
 done
+port=$(sed -n 's/.*listening on http:\/\/[^ ]*:\([0-9]*\)$/\1/p' "$tmp/log")
 if check "server starts" grep -q "model loaded" "$tmp/log"; then
   check "openai client: completion and chat, streamed and not" \
     timeout $limit node "$npmdir/serve_openai.mjs" "http://127.0.0.1:$port/v1" "$(basename "$model")"

@@ -75,6 +75,48 @@ bool gguf_outfile_same(const char *a, const char *b) {
     return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+bool gguf_outfile_check_inputs(const char *path, const char *const *inputs, size_t n_inputs, char *err,
+                               size_t errlen) {
+    struct stat so;
+    if (!path || stat(path, &so) != 0 || !S_ISREG(so.st_mode)) return true; /* only a file can be lost */
+    for (size_t i = 0; i < n_inputs; i++) {
+        struct stat si;
+        if (!inputs[i] || stat(inputs[i], &si) != 0 || si.st_dev != so.st_dev || si.st_ino != so.st_ino) continue;
+        gguf_fmt(err, errlen, "the output %s is the input file %s: refusing to overwrite it (choose another name)",
+                 path, inputs[i]);
+        return false;
+    }
+    return true;
+}
+
+/* The name a dangling symlink leads to (the chain followed hop by hop, each relative
+ * link read against its own directory): the file to create, so that the link is kept
+ * and resolves once the output is written. NULL with errno set when it cannot be read. */
+static char *follow_dangling(const char *path) {
+    char *cur = strdup(path);
+    for (int hop = 0; cur && hop < 40; hop++) {
+        struct stat ls;
+        if (lstat(cur, &ls) != 0 || !S_ISLNK(ls.st_mode)) return cur;
+        char link[PATH_MAX];
+        ssize_t n = readlink(cur, link, sizeof link - 1);
+        if (n < 0) break;
+        link[n] = 0;
+        const char *slash = strrchr(cur, '/');
+        size_t dir_len = link[0] != '/' && slash ? (size_t)(slash - cur) + 1 : 0;
+        char *next = malloc(dir_len + (size_t)n + 1);
+        if (!next) break;
+        memcpy(next, cur, dir_len);
+        memcpy(next + dir_len, link, (size_t)n + 1);
+        free(cur);
+        cur = next;
+    }
+    int e = cur ? ELOOP : errno;
+    if (e == 0) e = ENOMEM;
+    free(cur);
+    errno = e;
+    return NULL;
+}
+
 bool gguf_outfile_open(struct gguf_outfile *o, const char *path, const char *input, char *err, size_t errlen) {
     memset(o, 0, sizeof *o);
     o->slot = -1;
@@ -82,19 +124,16 @@ bool gguf_outfile_open(struct gguf_outfile *o, const char *path, const char *inp
         gguf_fmt(err, errlen, "no output file name");
         return false;
     }
-    if (input && gguf_outfile_same(path, input)) {
-        gguf_fmt(err, errlen, "the output %s is the input file %s: refusing to overwrite it (choose another name)",
-                 path, input);
-        return false;
-    }
+    if (input && !gguf_outfile_check_inputs(path, &input, 1, err, errlen)) return false;
     /* a symlink is kept and its target replaced, as an editor would (a device or FIFO is
-     * opened by the name given: /dev/stdout resolves to a pipe that has no path) */
+     * opened by the name given: /dev/stdout resolves to a pipe that has no path); a
+     * dangling one gets its target created, as a shell's > would; a loop is refused */
     struct stat st;
     bool exists = stat(path, &st) == 0;
+    if (!exists && errno == ELOOP) return fail(err, errlen, "cannot write", path, ELOOP);
     char *target = exists && S_ISREG(st.st_mode) ? realpath(path, NULL) : exists ? strdup(path) : NULL;
     if (exists && !target) return fail(err, errlen, "cannot resolve", path, errno);
-    if (!exists) target = strdup(path);
-    if (!target) return fail(err, errlen, "cannot write", path, ENOMEM);
+    if (!exists && !(target = follow_dangling(path))) return fail(err, errlen, "cannot write", path, errno);
     o->path = target;
     if (exists && S_ISDIR(st.st_mode)) {
         gguf_fmt(err, errlen, "cannot write %s: it is a directory", path);
@@ -139,7 +178,11 @@ bool gguf_outfile_open(struct gguf_outfile *o, const char *path, const char *inp
     }
     if (fd < 0) {
         int e = errno;
-        gguf_fmt(err, errlen, "cannot create a temporary file beside %s: %s", path, strerror(e));
+        if (strcmp(target, path) != 0)
+            gguf_fmt(err, errlen, "cannot create a temporary file beside %s (where the link %s leads): %s", target,
+                     path, strerror(e));
+        else
+            gguf_fmt(err, errlen, "cannot create a temporary file beside %s: %s", path, strerror(e));
         gguf_outfile_abort(o);
         return false;
     }

@@ -90,6 +90,11 @@ int tool_usage_error(const char *cmd, const char *fmt, ...) {
     return EXIT_USAGE;
 }
 
+void tool_file_error(const char *cmd, const char *path, const char *err) {
+    if (path && *path && !strstr(err, path)) fprintf(stderr, "kiln %s: %s: %s\n", cmd, path, err);
+    else fprintf(stderr, "kiln %s: %s\n", cmd, err);
+}
+
 char *tool_read_file(const char *cmd, const char *path, size_t max, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) {

@@ -90,7 +90,7 @@ static double measure_bandwidth(int n_threads) {
 static bool fill_depth(const char *cmd, struct kiln_context *ctx, struct kiln_batch *b, const int32_t *toks,
                        int depth) {
     kiln_kv_clear(ctx);
-    return depth == 0 || decode_prompt(cmd, ctx, b, toks, depth, 0, false, NULL, 0);
+    return depth == 0 || decode_prompt(cmd, ctx, NULL, b, toks, depth, 0, false, NULL, NULL);
 }
 
 /* n tokens after depth, in batches of the batch's capacity (-b), as llama-bench does */

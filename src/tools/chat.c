@@ -7,8 +7,10 @@
  */
 #include "model_args.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The longest user line: a message, not a file (-f for those elsewhere). */
@@ -133,6 +135,16 @@ int cmd_chat(int argc, char **argv) {
         if (tmpl == KILN_CHAT_UNKNOWN) return tool_usage_error(cmd, "unknown chat template '%s'", tmpl_name);
     }
 
+    /* the conversation comes on stdin: one that cannot be read is said before the model
+     * loads (a closed stdin would otherwise be the next file opened: the model's) */
+    struct stat in_st;
+    const char *no_input = fstat(STDIN_FILENO, &in_st) != 0 ? (errno == EBADF ? "it is closed" : strerror(errno))
+                           : S_ISDIR(in_st.st_mode)          ? "it is a directory"
+                                                             : NULL;
+    if (no_input) {
+        fprintf(stderr, "kiln %s: cannot read the conversation from stdin: %s\n", cmd, no_input);
+        return EXIT_RUNTIME;
+    }
     int rc = EXIT_RUNTIME;
     struct conversation conv = {0};
     struct kiln_batch batch = {0};
@@ -143,14 +155,18 @@ int cmd_chat(int argc, char **argv) {
     if (!smpl || !model_args_load(&ma, cmd, 0)) goto done;
     if (!tmpl_name) tmpl = kiln_model_chat_template(ma.model, NULL);
     const struct kiln_vocab *v = kiln_model_vocab(ma.model);
-    const int64_t n_vocab = kiln_model_hparams(ma.model)->n_vocab;
     batch = kiln_batch_init(model_args_n_batch(&ma)); /* longer turns are decoded in chunks */
     if (!batch.capacity) goto done;
     if (system && !conv_add(&conv, "system", system, strlen(system))) goto done;
     const bool tty = isatty(STDIN_FILENO);
     for (;;) {
         if (tty) fputs("> ", stderr);
+        errno = 0;
         ssize_t got = read_line(stdin, &line, &line_cap, CHAT_LINE_MAX);
+        if (got == -1 && ferror(stdin)) {
+            fprintf(stderr, "kiln %s: cannot read stdin: %s\n", cmd, errno ? strerror(errno) : "read error");
+            goto done;
+        }
         if (got == -1) break;
         if (got == -3) goto oom;
         if (got == -2) {
@@ -186,15 +202,16 @@ int cmd_chat(int argc, char **argv) {
                 free(ids);
                 goto oom;
             }
-        bool ok = decode_prompt(cmd, ma.ctx, &batch, ids + keep, n - keep, (int32_t)keep, false, NULL, n_vocab);
+        bool ok = decode_prompt(cmd, ma.ctx, ma.model, &batch, ids + keep, n - keep, (int32_t)keep, false, NULL, NULL);
         free(ids);
         if (!ok) goto done;
         /* generated tokens are appended to the cache's ids (the end-of-generation token
          * that stops it is not: it was never decoded) */
-        int64_t n_gen = generate(cmd, ma.ctx, v, smpl, (int32_t)n, ga.n_predict, stdout, &cache);
+        int64_t n_gen = generate(cmd, ma.ctx, ma.model, smpl, (int32_t)n, ga.n_predict, stdout, &cache);
         fputc('\n', stdout);
         fflush(stdout);
         if (n_gen < 0) goto done;
+        gen_note_ctx_full(cmd, ma.ctx, &cache, n_gen, ga.n_predict);
         /* the whole reply, however long, is what the next turn's template sees */
         int64_t rl;
         char *reply = detokenize_all(v, cache.ids + n, n_gen, &rl);

@@ -7,6 +7,7 @@
 #include "gguf.h"
 #include "kiln-offline.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,10 +17,10 @@ void print_ids_json(FILE *f, const int32_t *ids, int64_t n) {
     fputc(']', f);
 }
 
-/* Decode ids[0..n) of sequence 0 from position pos0 in batches of n_batch; logits for
- * every position when all, else for the last. */
-bool decode_prompt(const char *cmd, struct kiln_context *ctx, struct kiln_batch *batch, const int32_t *ids,
-                          int64_t n, int32_t pos0, bool all, FILE *logits_out, int64_t n_vocab) {
+bool decode_prompt(const char *cmd, struct kiln_context *ctx, const struct kiln_model *model,
+                   struct kiln_batch *batch, const int32_t *ids, int64_t n, int32_t pos0, bool all, FILE *logits_out,
+                   const char *logits_name) {
+    const int64_t n_vocab = model ? kiln_model_hparams(model)->n_vocab : 0;
     for (int64_t i0 = 0; i0 < n; i0 += batch->capacity) {
         int64_t i1 = i0 + batch->capacity < n ? i0 + batch->capacity : n;
         kiln_batch_clear(batch);
@@ -28,14 +29,16 @@ bool decode_prompt(const char *cmd, struct kiln_context *ctx, struct kiln_batch 
             fprintf(stderr, "kiln %s: decode failed: %s\n", cmd, kiln_context_error(ctx));
             return false;
         }
-        if (logits_out)
-            for (int64_t i = i0; i < i1; i++) {
-                const float *l = kiln_get_logits_ith(ctx, (int32_t)(i - i0));
-                if (fwrite(l, sizeof(float), (size_t)n_vocab, logits_out) != (size_t)n_vocab) {
-                    fprintf(stderr, "kiln %s: cannot write logits\n", cmd);
-                    return false;
-                }
+        for (int64_t i = all ? i0 : n - 1; model && i < i1; i++) {
+            const float *l = kiln_get_logits_ith(ctx, (int32_t)(i - i0));
+            if (!tool_logits_ok(cmd, model, l, n_vocab, "position %lld", (long long)(pos0 + i))) return false;
+            errno = 0;
+            if (logits_out && fwrite(l, sizeof(float), (size_t)n_vocab, logits_out) != (size_t)n_vocab) {
+                fprintf(stderr, "kiln %s: cannot write the logits to %s: %s\n", cmd, logits_name ? logits_name : "?",
+                        errno ? strerror(errno) : "write error");
+                return false;
             }
+        }
     }
     return true;
 }
@@ -79,7 +82,7 @@ int cmd_eval(int argc, char **argv) {
     vp.vocab_only = true;
     struct kiln_model *vm = kiln_model_load(ma.model_path, vp, err, sizeof err);
     if (!vm) {
-        fprintf(stderr, "kiln %s: %s\n", cmd, err);
+        tool_file_error(cmd, ma.model_path, err);
         goto done;
     }
     const struct kiln_vocab *vv = kiln_model_vocab(vm);
@@ -110,13 +113,17 @@ int cmd_eval(int argc, char **argv) {
                 kiln_n_ctx(ma.ctx));
         goto done;
     }
-    if (logits_path && !gguf_outfile_open(&lf, logits_path, ma.model_path, err, sizeof err)) {
+    /* every file eval reads is an input the logits must not replace */
+    const char *inputs[] = {ma.model_path, pa.file};
+    if (logits_path && (!gguf_outfile_check_inputs(logits_path, inputs, 2, err, sizeof err) ||
+                        !gguf_outfile_open(&lf, logits_path, NULL, err, sizeof err))) {
         fprintf(stderr, "kiln %s: %s\n", cmd, err);
         goto done;
     }
     batch = kiln_batch_init((int32_t)n);
     const int64_t n_vocab = kiln_model_hparams(ma.model)->n_vocab;
-    if (!batch.capacity || !decode_prompt(cmd, ma.ctx, &batch, ids, n, 0, logits_path != NULL, lf.f, n_vocab))
+    if (!batch.capacity || !decode_prompt(cmd, ma.ctx, ma.model, &batch, ids, n, 0, logits_path != NULL, lf.f,
+                                          logits_path))
         goto done;
     if (logits_path && !gguf_outfile_commit(&lf, err, sizeof err)) {
         fprintf(stderr, "kiln %s: %s\n", cmd, err);

@@ -9,6 +9,7 @@
 #include "gguf.h"
 #include "kiln.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,17 +380,20 @@ static int dump_tensor(const struct gguf_file *g, const char *path, const char *
         return EXIT_RUNTIME;
     }
     bool ok = true;
+    int e = 0;
     for (int64_t r = 0; ok && r < rows; r++) {
         const uint8_t *src = (const uint8_t *)t->data + (size_t)r * row_bytes;
         if (t->type == KT_TYPE_F32)
             memcpy(buf, src, row_bytes); /* unaligned in the mapping: copy */
         else
             tr->to_float(src, buf, ne0);
+        errno = 0;
         ok = fwrite(buf, sizeof *buf, (size_t)ne0, of.f) == (size_t)ne0;
+        e = errno;
     }
     free(buf);
     if (!ok || !gguf_outfile_commit(&of, err, sizeof err)) {
-        if (!ok) snprintf(err, sizeof err, "cannot write %s", out);
+        if (!ok) snprintf(err, sizeof err, "cannot write %s: %s", out, e ? strerror(e) : "write error");
         gguf_outfile_abort(&of);
         fprintf(stderr, "kiln %s: %s\n", CMD, err);
         return EXIT_RUNTIME;

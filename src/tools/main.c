@@ -45,7 +45,7 @@ static void usage(FILE *f) {
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
 }
 
-/* SIGINT/SIGTERM/SIGHUP: remove any half-written output, then die of the signal as if
+/* SIGINT/SIGTERM/SIGHUP/SIGQUIT: remove any half-written output, then die of the signal as if
  * unhandled (the shell sees 130 for SIGINT). Installed even where the parent ignored
  * SIGINT (a background job), so an interrupt always leaves no temporary behind. */
 static void on_signal(int sig) {
@@ -62,6 +62,7 @@ static void install_signals(void) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGQUIT, &sa, NULL); /* Ctrl-\: still dies of it (131, a core where allowed), temporary gone */
 }
 
 /* A command's output that could not be written (a full disk, /dev/full, a closed pipe

@@ -77,7 +77,7 @@ bool model_args_load(struct model_args *a, const char *cmd, uint32_t min_ctx) {
     a->model = kiln_model_load(a->model_path, mp, err, sizeof err);
     tool_progress_done(&bar);
     if (!a->model) {
-        fprintf(stderr, "kiln %s: %s\n", cmd, err);
+        tool_file_error(cmd, a->model_path, err);
         return false;
     }
     if (kiln_model_gpu_note(a->model)[0]) fprintf(stderr, "kiln %s: %s\n", cmd, kiln_model_gpu_note(a->model));
@@ -88,8 +88,10 @@ bool model_args_load(struct model_args *a, const char *cmd, uint32_t min_ctx) {
     }
     a->cparams.n_threads = a->n_threads;
     a->ctx = kiln_context_new(a->model, a->cparams, err, sizeof err);
-    if (!a->ctx) {
-        fprintf(stderr, "kiln %s: %s\n", cmd, err);
+    if (!a->ctx) { /* the size asked for: what the user can change */
+        uint32_t nb = a->cparams.n_batch ? a->cparams.n_batch : 512;
+        fprintf(stderr, "kiln %s: %s (asked for a context of %u tokens, batches of %u)\n", cmd, err,
+                a->cparams.n_ctx, nb < a->cparams.n_ctx ? nb : a->cparams.n_ctx);
         kiln_model_free(a->model);
         a->model = NULL;
         return false;
@@ -214,8 +216,9 @@ void gen_out_free(struct gen_out *out) {
     memset(out, 0, sizeof *out);
 }
 
-int64_t generate(const char *cmd, struct kiln_context *ctx, const struct kiln_vocab *v, struct kiln_sampler *s,
+int64_t generate(const char *cmd, struct kiln_context *ctx, const struct kiln_model *model, struct kiln_sampler *s,
                  int32_t n_past, int n_predict, FILE *stream, struct gen_out *out) {
+    const struct kiln_vocab *v = kiln_model_vocab(model);
     const int64_t n_vocab = kiln_vocab_n_tokens(v);
     const int32_t n_ctx = (int32_t)kiln_n_ctx(ctx);
     struct kiln_batch b = kiln_batch_init(1);
@@ -224,13 +227,19 @@ int64_t generate(const char *cmd, struct kiln_context *ctx, const struct kiln_vo
         return -1;
     }
     int64_t n = 0;
-    out->hit_eog = false;
+    out->hit_eog = out->ctx_full = false;
     char piece[256];
     struct tool_text_out tx;
     if (stream) tool_text_init(&tx, stream);
     for (;;) {
         if (n_predict >= 0 && n >= n_predict) break;
-        int32_t tok = kiln_sampler_sample(s, kiln_get_logits_ith(ctx, -1), n_vocab);
+        const float *logits = kiln_get_logits_ith(ctx, -1);
+        /* a sampler given NaN picks token 0 or noise: stop instead of emitting it */
+        if (!tool_logits_ok(cmd, model, logits, n_vocab, "position %d", n_past - 1)) {
+            n = -1;
+            break;
+        }
+        int32_t tok = kiln_sampler_sample(s, logits, n_vocab);
         if (tok < 0) {
             fprintf(stderr, "kiln %s: sampling failed: %s\n", cmd, kiln_sampler_last_error());
             n = -1;
@@ -263,7 +272,10 @@ int64_t generate(const char *cmd, struct kiln_context *ctx, const struct kiln_vo
                 break;
             }
         }
-        if (n_past >= n_ctx) break; /* the context is full */
+        if (n_past >= n_ctx) { /* the context is full */
+            out->ctx_full = true;
+            break;
+        }
         kiln_batch_clear(&b);
         kiln_batch_add(&b, tok, n_past++, 0, true);
         if (kiln_decode(ctx, &b) != 0) {
@@ -275,6 +287,14 @@ int64_t generate(const char *cmd, struct kiln_context *ctx, const struct kiln_vo
     if (stream) tool_text_flush(&tx);
     kiln_batch_free(&b);
     return n;
+}
+
+void gen_note_ctx_full(const char *cmd, const struct kiln_context *ctx, const struct gen_out *out, int64_t n_gen,
+                       int n_predict) {
+    if (out->ctx_full && n_predict > n_gen)
+        fprintf(stderr, "kiln %s: the context is full (%u tokens): generated %lld of the %d tokens asked for "
+                        "(raise -c)\n",
+                cmd, kiln_n_ctx(ctx), (long long)n_gen, n_predict);
 }
 
 /* ------------------------------------------------------------------ prompt */

@@ -29,9 +29,19 @@ int64_t model_tokenize(const char *cmd, const struct kiln_vocab *v, const char *
                        int32_t **out);
 
 /* Decode ids[0..n) of sequence 0 from position pos0 in batches of the batch's capacity;
- * logits for every position when all (written to logits_out if given), else for the last. */
-bool decode_prompt(const char *cmd, struct kiln_context *ctx, struct kiln_batch *batch, const int32_t *ids,
-                   int64_t n, int32_t pos0, bool all, FILE *logits_out, int64_t n_vocab);
+ * logits for every position when all (written to logits_out, named logits_name in
+ * messages, if given), else for the last. With a model, every row of logits it gets is
+ * checked (tool_logits_ok); without one (bench) none is. */
+bool decode_prompt(const char *cmd, struct kiln_context *ctx, const struct kiln_model *model,
+                   struct kiln_batch *batch, const int32_t *ids, int64_t n, int32_t pos0, bool all, FILE *logits_out,
+                   const char *logits_name);
+/* True when l[0..n) are a prediction: all finite and not all equal. Otherwise prints
+ * "kiln CMD: the logits at WHERE are not finite (...)" (or "all equal") with the first
+ * weight of the model file that holds a non-finite value and its layer (the file is
+ * damaged), or that every weight is finite, and returns false. WHERE is a printf
+ * format (finite.c). */
+bool tool_logits_ok(const char *cmd, const struct kiln_model *model, const float *l, int64_t n,
+                    const char *where_fmt, ...) __attribute__((format(printf, 5, 6)));
 /* ---- the prompt: -p TEXT or -f FILE, exactly one */
 struct prompt_args {
     const char *prompt, *file;
@@ -58,17 +68,21 @@ const char *gen_args_help(void);
 struct kiln_sampler *gen_args_sampler(const struct gen_args *g, const char *cmd);
 
 /* Generation after a decode left the last token's logits current with n_past tokens of
- * sequence 0 in the cache: sample, stream the piece (to stream, if not NULL), decode it,
- * until an end-of-generation token, n_predict tokens (< 0: until the context is full),
- * or an error. Generated ids are appended to out (capacity grows). Returns the count,
- * -1 on error (message printed). */
+ * sequence 0 in the cache: sample (from logits tool_logits_ok accepts), stream the piece
+ * (to stream, if not NULL), decode it, until an end-of-generation token, n_predict
+ * tokens (< 0: until the context is full), or an error. Generated ids are appended to
+ * out (capacity grows). Returns the count, -1 on error (message printed). */
 struct gen_out {
     int32_t *ids;
     int64_t n, cap;
     bool hit_eog;
+    bool ctx_full; /* stopped because the context had no room left */
 };
-int64_t generate(const char *cmd, struct kiln_context *ctx, const struct kiln_vocab *v, struct kiln_sampler *s,
+int64_t generate(const char *cmd, struct kiln_context *ctx, const struct kiln_model *model, struct kiln_sampler *s,
                  int32_t n_past, int n_predict, FILE *stream, struct gen_out *out);
+/* After generate: when the context filled before n_predict tokens, say so on stderr. */
+void gen_note_ctx_full(const char *cmd, const struct kiln_context *ctx, const struct gen_out *out, int64_t n_gen,
+                       int n_predict);
 void gen_out_free(struct gen_out *out);
 bool gen_push_id(struct gen_out *out, int32_t tok);
 

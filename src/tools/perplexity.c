@@ -99,7 +99,12 @@ int cmd_perplexity(int argc, char **argv) {
                 goto done;
             }
             for (int i = i0 > first ? i0 : first; i < i1 && i < n_ctx - 1; i++) {
-                double lp = log_prob(kiln_get_logits_ith(ma.ctx, i - i0), n_vocab, chunk[i + 1]);
+                const float *l = kiln_get_logits_ith(ma.ctx, i - i0);
+                /* NaN or uniform logits would score as 1/n_vocab: a plausible, wrong PPL */
+                if (!tool_logits_ok(cmd, ma.model, l, n_vocab, "position %d of chunk %lld (token %lld of the text)",
+                                    i, (long long)k + 1, (long long)(k * n_ctx + i)))
+                    goto done;
+                double lp = log_prob(l, n_vocab, chunk[i + 1]);
                 nll -= lp;
                 nll2 += lp * lp;
                 count++;
@@ -110,7 +115,12 @@ int cmd_perplexity(int argc, char **argv) {
     tool_progress_done(&bar);
     double mean = nll / count, mean2 = nll2 / count;
     double ppl = exp(mean);
-    double unc = count > 1 ? ppl * sqrt((mean2 - mean * mean) / (double)(count - 1)) : 0.0;
+    double var = mean2 - mean * mean; /* rounding can take equal scores a hair below 0 */
+    double unc = count > 1 && var > 0 ? ppl * sqrt(var / (double)(count - 1)) : 0.0;
+    if (!isfinite(ppl) || !isfinite(unc)) { /* finite logits so extreme that exp overflows: no number to print */
+        fprintf(stderr, "kiln %s: the perplexity overflows a double (mean negative log-likelihood %g)\n", cmd, mean);
+        goto done;
+    }
     if (json)
         printf("{\"ppl\": %.6f, \"ppl_uncertainty\": %.6f, \"n_ctx\": %d, \"n_batch\": %d, \"n_chunks\": %lld, "
                "\"n_tokens\": %lld, \"scored\": %ld}\n",

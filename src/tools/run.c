@@ -55,7 +55,6 @@ int cmd_run(int argc, char **argv) {
     if (!model_args_load(&ma, cmd, 0)) goto done;
     double t_load = tool_now() - t0;
     const struct kiln_vocab *v = kiln_model_vocab(ma.model);
-    const int64_t n_vocab = kiln_model_hparams(ma.model)->n_vocab;
     int64_t n = model_tokenize(cmd, v, text, kiln_vocab_add_bos(v), &ids);
     if (n < 0) goto done;
     if (n == 0) {
@@ -70,11 +69,11 @@ int cmd_run(int argc, char **argv) {
     batch = kiln_batch_init(model_args_n_batch(&ma)); /* a longer prompt is decoded in chunks */
     if (!batch.capacity) goto done;
     t0 = tool_now();
-    if (!decode_prompt(cmd, ma.ctx, &batch, ids, n, 0, false, NULL, n_vocab)) goto done;
+    if (!decode_prompt(cmd, ma.ctx, ma.model, &batch, ids, n, 0, false, NULL, NULL)) goto done;
     double t_prompt = tool_now() - t0;
     for (int64_t i = 0; i < n; i++) kiln_sampler_accept(smpl, ids[i]); /* the prompt counts for penalties */
     t0 = tool_now();
-    int64_t n_gen = generate(cmd, ma.ctx, v, smpl, (int32_t)n, ga.n_predict, json ? NULL : stdout, &out);
+    int64_t n_gen = generate(cmd, ma.ctx, ma.model, smpl, (int32_t)n, ga.n_predict, json ? NULL : stdout, &out);
     double t_gen = tool_now() - t0;
     if (n_gen < 0) goto done;
     if (json) {
@@ -96,6 +95,7 @@ int cmd_run(int argc, char **argv) {
     } else {
         printf("\n");
     }
+    gen_note_ctx_full(cmd, ma.ctx, &out, n_gen, ga.n_predict);
     if (verbose)
         fprintf(stderr, "load %.1f ms; prompt %lld tokens %.1f t/s; generation %lld tokens %.1f t/s\n",
                 t_load * 1e3, (long long)n, n / t_prompt, (long long)n_gen, n_gen > 0 ? n_gen / t_gen : 0.0);

@@ -1,7 +1,8 @@
 /*
  * serve.c - `kiln serve`: the OpenAI-compatible and llama-server-compatible
  * HTTP server (src/serve) with llama-server's flag names. It listens before the
- * model loads (/health says 503 meanwhile) and exits 0 on SIGINT/SIGTERM.
+ * model loads (/health says 503 meanwhile) but says "listening" only once the model
+ * is attached, and exits 0 on SIGINT/SIGTERM.
  */
 #include "model_args.h"
 #include "serve.h"
@@ -114,8 +115,6 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "kiln %s: %s\n", cmd, err);
         return EXIT_RUNTIME;
     }
-    fprintf(stderr, "kiln %s: listening on http://%s%s%s:%d\n", cmd, strchr(sp.host, ':') ? "[" : "", sp.host,
-            strchr(sp.host, ':') ? "]" : "", kiln_server_port(srv));
     int rc = EXIT_RUNTIME;
     if (!model_args_load(&ma, cmd, 0)) goto done;
     if ((uint32_t)sp.n_parallel > kiln_n_ctx(ma.ctx)) {
@@ -127,6 +126,9 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "kiln %s: %s\n", cmd, err);
         goto done;
     }
+    /* only now: a model that fails to load must not have been announced as served */
+    fprintf(stderr, "kiln %s: listening on http://%s%s%s:%d\n", cmd, strchr(sp.host, ':') ? "[" : "", sp.host,
+            strchr(sp.host, ':') ? "]" : "", kiln_server_port(srv));
     fprintf(stderr, "kiln %s: model loaded: %d slot(s) of %u tokens\n", cmd, sp.n_parallel,
             kiln_n_ctx(ma.ctx) / (uint32_t)sp.n_parallel);
     int sig = 0;

@@ -5,6 +5,7 @@
  */
 #include "tools.h"
 
+#include "gguf.h"
 #include "kiln.h"
 #include "kiln-offline.h"
 
@@ -82,6 +83,11 @@ int cmd_synth(int argc, char **argv) {
     p.progress_data = &bar;
 
     char err[1024];
+    /* the vocabulary file is an input: -o onto it would replace it with the synthetic model */
+    if (!gguf_outfile_check_inputs(out, &p.vocab_path, 1, err, sizeof err)) {
+        fprintf(stderr, "kiln synth: %s\n", err);
+        return EXIT_RUNTIME;
+    }
     bool ok = kiln_synth(&p, out, err, sizeof err);
     tool_progress_done(&bar);
     if (!ok) {

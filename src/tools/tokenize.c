@@ -27,7 +27,7 @@ static struct kiln_vocab *open_vocab(const char *cmd, const char *path, struct g
     char err[1024];
     *g = gguf_open(path, err, sizeof err);
     if (!*g) {
-        fprintf(stderr, "kiln %s: %s\n", cmd, err);
+        tool_file_error(cmd, path, err);
         return NULL;
     }
     struct kiln_vocab *v = kiln_vocab_load(*g, err, sizeof err);

@@ -42,6 +42,9 @@ bool tool_parse_f32(const char *cmd, const char *flag, const char *s, float lo, 
 const char *tool_arg_value(const char *cmd, int argc, char **argv, int *i);
 /* Like tool_arg_value for a file name: an empty one is a usage error too. */
 const char *tool_arg_path(const char *cmd, int argc, char **argv, int *i);
+/* "kiln CMD: PATH: ERR" for a file that cannot be used (ERR from the gguf reader or the
+ * model loader); the path is left out when ERR already names it. */
+void tool_file_error(const char *cmd, const char *path, const char *err);
 /* Usage error helper: prints "kiln CMD: MESSAGE\n(see 'kiln CMD --help')" and returns EXIT_USAGE. */
 int tool_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Whole file into malloc'd NUL-terminated memory, at most max bytes (a larger file, a
