@@ -1,8 +1,22 @@
 /*
- * arch.c - the architectures kiln runs, one row each: RoPE layout, every
- * tensor a file may hold (required or optional, shape, fused layouts) and the
- * graph builder. A file tensor no row names is refused (model.c), so a new
- * architecture or tensor is a row here plus, where the graph differs, arch/.
+ * arch.c - the architectures kiln runs, one row each (struct kiln_arch in
+ * runtime.h). A row is everything that makes a family:
+ *
+ *   name, rope_mode       general.architecture and the RoPE layout (normal / NeoX)
+ *   tensors               every tensor a file may hold: name, per layer or not, required or
+ *                         optional, shape in hyper-parameter units (up to 3-D: expert stacks),
+ *                         the model/layer field it binds, fused tensors split into views
+ *   keys, fam_size        the family's own <arch>.* keys with defaults and ranges, read by the
+ *                         one loader (hparams.c) into a family struct (arch/families.h), never
+ *                         into the public kiln_hparams
+ *   window                which layers attend over a sliding window: from a key, a pattern
+ *                         number or a per-layer array (kiln_layer_hp.kind), and their RoPE
+ *   prepare               derived family values and refusals by name, after the keys
+ *   build                 the graph builder (arch/<family>.c)
+ *   graph_per_layer/extra the graph's node budget
+ *
+ * A file tensor no row names is refused (model.c), so a new architecture is a row
+ * here plus, where the graph differs, one builder file in arch/.
  */
 #include "runtime.h"
 
@@ -15,6 +29,9 @@
 /* global and per-layer tensors: name, optional, ne0, ne1, field */
 #define G(nm, opt, d0, d1, f) {.name = nm, .per_layer = false, .optional = opt, .ne0 = d0, .ne1 = d1, .field = FIELD_M(f)}
 #define L(nm, opt, d0, d1, f) {.name = nm, .per_layer = true, .optional = opt, .ne0 = d0, .ne1 = d1, .field = FIELD_L(f)}
+/* a 3-D per-layer tensor (an expert stack [d0, d1, experts]) */
+#define L3(nm, opt, d0, d1, d2, f) \
+    {.name = nm, .per_layer = true, .optional = opt, .ne0 = d0, .ne1 = d1, .ne2 = d2, .field = FIELD_L(f)}
 
 enum { REQ = false, OPT = true };
 
@@ -75,8 +92,11 @@ static const struct kiln_tensor_spec phi3_tensors[] = {
     FFN_DOWN,
 };
 
+#define TENSORS(list) .tensors = list, .n_tensors = sizeof list / sizeof list[0]
+#define KEYS(list, fam) .keys = list, .n_keys = sizeof list / sizeof list[0], .fam_size = sizeof(fam)
+/* llama's graph: about 40 nodes a layer */
 #define ROW(nm, rope, list) \
-    {.name = nm, .rope_mode = rope, .tensors = list, .n_tensors = sizeof list / sizeof list[0], .build = kiln_build_llama}
+    {.name = nm, .rope_mode = rope, TENSORS(list), .build = kiln_build_llama, .graph_per_layer = 48, .graph_extra = 64}
 
 /* qwen2/qwen3/phi3 differ from llama only in tensors the builder finds bound
  * (biases, q/k norms, fused views) and in the RoPE layout */
@@ -95,18 +115,21 @@ const struct kiln_arch *kiln_arch_find(const char *name) {
 
 bool kiln_arch_supported(const char *name) { return name && kiln_arch_find(name) != NULL; }
 
-int64_t kiln_dim_size(const struct kiln_hparams *hp, enum kiln_dim d) {
+int64_t kiln_dim_size(const struct kiln_hparams *hp, const struct kiln_layer_hp *l, enum kiln_dim d) {
+    const int64_t head = l ? l->n_embd_head : hp->n_embd_head, n_head = l ? l->n_head : hp->n_head;
+    const int64_t n_head_kv = l ? l->n_head_kv : hp->n_head_kv, n_ff = l ? l->n_ff : hp->n_ff;
     switch (d) {
     case KILN_DIM_NONE: return 1;
+    case KILN_DIM_ONE: return 1;
     case KILN_DIM_EMBD: return hp->n_embd;
     case KILN_DIM_VOCAB: return hp->n_vocab;
-    case KILN_DIM_HEAD: return hp->n_embd_head;
-    case KILN_DIM_ROT_PAIRS: return hp->n_rot / 2;
-    case KILN_DIM_Q: return hp->n_embd_head * hp->n_head;
-    case KILN_DIM_KV: return hp->n_embd_head * hp->n_head_kv;
-    case KILN_DIM_QKV: return hp->n_embd_head * (hp->n_head + 2 * hp->n_head_kv);
-    case KILN_DIM_FF: return hp->n_ff;
-    case KILN_DIM_FF2: return 2 * hp->n_ff;
+    case KILN_DIM_HEAD: return head;
+    case KILN_DIM_ROT_PAIRS: return (l ? l->n_rot : hp->n_rot) / 2;
+    case KILN_DIM_Q: return head * n_head;
+    case KILN_DIM_KV: return head * n_head_kv;
+    case KILN_DIM_QKV: return head * (n_head + 2 * n_head_kv);
+    case KILN_DIM_FF: return n_ff;
+    case KILN_DIM_FF2: return 2 * n_ff;
     }
     return -1;
 }

@@ -125,7 +125,7 @@ struct kiln_context *kiln_context_new(const struct kiln_model *model, struct kil
     }
     ctx->model = model;
     ctx->params = params;
-    ctx->graph_size = (int)(model->hp.n_layer * 48 + 64);
+    ctx->graph_size = (int)(model->hp.n_layer * model->arch->graph_per_layer + model->arch->graph_extra);
     ctx->meta_size = (size_t)ctx->graph_size * 2 * kt_tensor_overhead() + kt_graph_overhead_custom((size_t)ctx->graph_size) +
                      4096;
     ctx->meta_buf = malloc(ctx->meta_size);

@@ -14,7 +14,6 @@ bool kiln_kv_init(struct kiln_kv_cache *kv, const struct kiln_model *m, uint32_t
                   enum kt_type type_v, struct kt_buffer_type *buft, char *err, size_t errlen) {
     memset(kv, 0, sizeof *kv);
     const struct kiln_hparams *hp = &m->hp;
-    const int64_t n_embd_kv = hp->n_embd_head * hp->n_head_kv;
     const enum kt_type ok_types[] = {KT_TYPE_F16, KT_TYPE_F32, KT_TYPE_BF16, KT_TYPE_Q8_0};
     bool k_ok = false, v_ok = false;
     for (size_t i = 0; i < sizeof ok_types / sizeof ok_types[0]; i++) {
@@ -26,11 +25,14 @@ bool kiln_kv_init(struct kiln_kv_cache *kv, const struct kiln_model *m, uint32_t
                  kt_type_name(type_v));
         return false;
     }
-    if (hp->n_embd_head % kt_blck_size(type_k) || hp->n_embd_head % kt_blck_size(type_v)) {
-        snprintf(err, errlen, "KV cache type %s needs a head size that is a multiple of %lld (it is %lld)",
-                 kt_type_name(kt_is_quantized(type_k) ? type_k : type_v),
-                 (long long)kt_blck_size(kt_is_quantized(type_k) ? type_k : type_v), (long long)hp->n_embd_head);
-        return false;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const int64_t D = m->lhp[il].n_embd_head;
+        if (D % kt_blck_size(type_k) || D % kt_blck_size(type_v)) {
+            snprintf(err, errlen, "KV cache type %s needs a head size that is a multiple of %lld (it is %lld)",
+                     kt_type_name(kt_is_quantized(type_k) ? type_k : type_v),
+                     (long long)kt_blck_size(kt_is_quantized(type_k) ? type_k : type_v), (long long)D);
+            return false;
+        }
     }
     kv->size = size;
     kv->n_layer = (uint32_t)hp->n_layer;
@@ -49,7 +51,7 @@ bool kiln_kv_init(struct kiln_kv_cache *kv, const struct kiln_model *m, uint32_t
     for (uint32_t i = 0; i < size; i++) kv->cells[i].pos = -1;
     for (int64_t il = 0; il < hp->n_layer; il++) {
         /* [D, cells, Hkv]: each k/v head's cells contiguous, so attention streams them */
-        const int64_t D = hp->n_embd_head, Hkv = n_embd_kv / D;
+        const int64_t D = m->lhp[il].n_embd_head, Hkv = m->lhp[il].n_head_kv;
         kv->k[il] = kt_format_name(kt_new_tensor_3d(kv->ctx, type_k, D, size, Hkv), "cache_k_l%lld", (long long)il);
         kv->v[il] = kt_format_name(kt_new_tensor_3d(kv->ctx, type_v, D, size, Hkv), "cache_v_l%lld", (long long)il);
         if (!kv->k[il] || !kv->v[il]) {

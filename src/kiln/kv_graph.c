@@ -8,9 +8,9 @@
 struct kiln_kv_views kiln_kv_store(const struct kiln_graph_in *in, int il, struct kt_tensor *k,
                                    struct kt_tensor *v) {
     struct kt_context *ctx = in->ctx;
-    const struct kiln_hparams *hp = &in->model->hp;
+    const struct kiln_layer_hp *lh = &in->model->lhp[il];
     const struct kiln_kv_cache *kv = &in->kctx->kv;
-    const int64_t T = in->n_tokens, D = hp->n_embd_head, Hkv = hp->n_head_kv;
+    const int64_t T = in->n_tokens, D = lh->n_embd_head, Hkv = lh->n_head_kv;
     const int64_t n_kv = in->n_kv;
     struct kt_tensor *kc = kv->k[il], *vc = kv->v[il];
 

@@ -366,8 +366,8 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
             sp = block[k];
             snprintf(t->name, sizeof t->name, "blk.%lld.%s", (long long)l, sp->name);
         }
-        t->ne[0] = kiln_dim_size(&hp, sp->ne0);
-        t->ne[1] = kiln_dim_size(&hp, sp->ne1);
+        t->ne[0] = kiln_dim_size(&hp, NULL, sp->ne0);
+        t->ne[1] = kiln_dim_size(&hp, NULL, sp->ne1);
         t->n_dims = sp->ne1 == KILN_DIM_NONE ? 1 : 2;
         t->ones = t->n_dims == 1; /* norms (and biases) of ones */
         t->index = i;
