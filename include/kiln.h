@@ -234,6 +234,14 @@ bool kiln_kv_seq_rm(struct kiln_context *ctx, int32_t seq, int32_t p0, int32_t p
 bool kiln_kv_seq_cp(struct kiln_context *ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1);
 /* largest position of seq in the cache, -1 if none */
 int32_t kiln_kv_seq_pos_max(const struct kiln_context *ctx, int32_t seq);
+/* smallest position from which every part of the cache still holds seq, -1 if none (a
+ * sliding-window model's cache lets old positions go) */
+int32_t kiln_kv_seq_pos_min(const struct kiln_context *ctx, int32_t seq);
+/* The longest prefix of seq's first n positions the cache can continue from: decoding
+ * position m next needs what the model attends to before m (every earlier position;
+ * for sliding-window layers, the last window), so after kiln_kv_seq_rm(ctx, seq, m, -1)
+ * a prefix of m tokens is reused whole only when this returns m. 0 always works. */
+int32_t kiln_kv_seq_resumable(const struct kiln_context *ctx, int32_t seq, int32_t n);
 
 /* =========================================================================
  * sampling: one row of logits -> one token, through a chain of stages

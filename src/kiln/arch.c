@@ -18,6 +18,7 @@
  * A file tensor no row names is refused (model.c), so a new architecture is a row
  * here plus, where the graph differs, one builder file in arch/.
  */
+#include "arch/families.h"
 #include "runtime.h"
 
 #include <stddef.h>
@@ -95,8 +96,67 @@ static const struct kiln_tensor_spec phi3_tensors[] = {
 #define TENSORS(list) .tensors = list, .n_tensors = sizeof list / sizeof list[0]
 #define KEYS(list, fam) .keys = list, .n_keys = sizeof list / sizeof list[0], .fam_size = sizeof(fam)
 /* llama's graph: about 40 nodes a layer */
+#define FIELD_F(st, f) offsetof(struct st, f)
+/* a family key: name, default, accepted range, the family struct's field */
+#define KEY_F(nm, d, l, h, st, f) {.name = nm, .type = KILN_KEY_FLOAT, .def = d, .lo = l, .hi = h, .field = FIELD_F(st, f)}
+#define KEY_I(nm, d, l, h, st, f) {.name = nm, .type = KILN_KEY_INT, .def = d, .lo = l, .hi = h, .field = FIELD_F(st, f)}
 #define ROW(nm, rope, list) \
     {.name = nm, .rope_mode = rope, TENSORS(list), .build = kiln_build_llama, .graph_per_layer = 48, .graph_extra = 64}
+
+/* ---- Gemma (arch/gemma.c): norms after attention and feed-forward, GeGLU */
+
+#define GEMMA_POST_NORMS                                                                   \
+    L("post_attention_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, attn_post_norm),   \
+    L("post_ffw_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, ffn_post_norm)
+#define QK_NORMS                                                                   \
+    L("attn_q_norm.weight", REQ, KILN_DIM_HEAD, KILN_DIM_NONE, attn_q_norm),      \
+    L("attn_k_norm.weight", REQ, KILN_DIM_HEAD, KILN_DIM_NONE, attn_k_norm)
+
+/* the output is always the embedding (llama.cpp loads no output.weight for gemma2) */
+static const struct kiln_tensor_spec gemma2_tensors[] = {
+    G("token_embd.weight", REQ, KILN_DIM_EMBD, KILN_DIM_VOCAB, tok_embd),
+    G("output_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, output_norm),
+    ATTN_NORM, ATTN_QKV, ATTN_OUT, FFN_NORM, FFN_GATE_UP, FFN_DOWN, GEMMA_POST_NORMS,
+};
+
+static const struct kiln_tensor_spec gemma3_tensors[] = {
+    HEAD_TENSORS,
+    ATTN_NORM, ATTN_QKV, QK_NORMS, ATTN_OUT, FFN_NORM, FFN_GATE_UP, FFN_DOWN, GEMMA_POST_NORMS,
+};
+
+/* Gemma 4 (dense text): global layers may have no v projection (v = k), per-layer head
+ * sizes and KV heads (dims resolve per layer), one rope_freqs for every global layer, an
+ * optional scale of each layer's output */
+static const struct kiln_tensor_spec gemma4_tensors[] = {
+    HEAD_TENSORS,
+    G("rope_freqs.weight", REQ, KILN_DIM_ROT_PAIRS, KILN_DIM_NONE, rope_freqs),
+    ATTN_NORM,
+    L("attn_q.weight", REQ, KILN_DIM_EMBD, KILN_DIM_Q, wq),
+    L("attn_k.weight", REQ, KILN_DIM_EMBD, KILN_DIM_KV, wk),
+    L("attn_v.weight", OPT, KILN_DIM_EMBD, KILN_DIM_KV, wv),
+    QK_NORMS, ATTN_OUT, FFN_NORM, FFN_GATE_UP, FFN_DOWN, GEMMA_POST_NORMS,
+    L("layer_output_scale.weight", OPT, KILN_DIM_ONE, KILN_DIM_NONE, out_scale),
+};
+
+static const struct kiln_key_spec gemma2_keys[] = {
+    KEY_F("attn_logit_softcapping", 50.0, 0.0, 1e6, kiln_gemma_hp, attn_softcap),
+    KEY_F("final_logit_softcapping", 30.0, 0.0, 1e6, kiln_gemma_hp, final_softcap),
+};
+static const struct kiln_key_spec gemma3_keys[] = {
+    KEY_F("final_logit_softcapping", 0.0, 0.0, 1e6, kiln_gemma_hp, final_softcap),
+};
+static const struct kiln_key_spec gemma4_keys[] = {
+    KEY_F("final_logit_softcapping", 30.0, 0.0, 1e6, kiln_gemma_hp, final_softcap),
+    KEY_I("embedding_length_per_layer_input", 0, 0, 1 << 20, kiln_gemma_hp, n_embd_per_layer),
+    KEY_I("expert_count", 0, 0, 1 << 16, kiln_gemma_hp, n_expert),
+    KEY_I("attention.shared_kv_layers", 0, 0, KILN_MAX_LAYERS, kiln_gemma_hp, n_kv_shared),
+};
+
+/* the window's keys; llama.cpp's defaults when they are absent */
+#define SWA_KEYS .window_key = "attention.sliding_window", .pattern_key = "attention.sliding_window_pattern"
+#define GEMMA_ROW(nm, list, keys, prep, ...)                                                                    \
+    {.name = nm, .rope_mode = KT_ROPE_NEOX, TENSORS(list), KEYS(keys, struct kiln_gemma_hp), .window = {__VA_ARGS__}, \
+     .prepare = prep, .build = kiln_build_gemma, .graph_per_layer = 56, .graph_extra = 64}
 
 /* qwen2/qwen3/phi3 differ from llama only in tensors the builder finds bound
  * (biases, q/k norms, fused views) and in the RoPE layout */
@@ -105,6 +165,17 @@ static const struct kiln_arch arches[] = {
     ROW("qwen2", KT_ROPE_NEOX, qwen2_tensors),
     ROW("qwen3", KT_ROPE_NEOX, qwen3_tensors),
     ROW("phi3", KT_ROPE_NEOX, phi3_tensors),
+    /* every other layer windowed (4096 when the file does not say), its own RoPE base
+     * only when the file gives one, the file's RoPE scaling on every layer */
+    GEMMA_ROW("gemma2", gemma2_tensors, gemma2_keys, kiln_gemma2_prepare,
+              SWA_KEYS, .window_def = 4096, .pattern_def = 2, .global_scaling = true),
+    /* windowed only when the file gives a window; then five local layers to a global
+     * one, base 10000 and no RoPE scaling on local layers */
+    GEMMA_ROW("gemma3", gemma3_tensors, gemma3_keys, kiln_gemma3_prepare,
+              SWA_KEYS, .window_def = 0, .pattern_def = 6, .freq_base_def = 10000.0),
+    /* window and per-layer pattern required */
+    GEMMA_ROW("gemma4", gemma4_tensors, gemma4_keys, kiln_gemma4_prepare,
+              SWA_KEYS, .window_def = -1, .pattern_def = -1, .freq_base_def = 10000.0),
 };
 
 const struct kiln_arch *kiln_arch_find(const char *name) {

@@ -11,6 +11,7 @@
 #include "kt-alloc.h"
 #include "kt-backend.h"
 #include "kt.h"
+#include "memory.h"
 
 #define KILN_MAX_LAYERS 512
 
@@ -86,11 +87,9 @@ struct kiln_graph_in {
     struct kiln_context *kctx;
     struct kt_tensor *tokens;  /* I32 [n_tokens] */
     struct kt_tensor *pos;     /* I32 [n_tokens] */
-    struct kt_tensor *mask;    /* F32 [n_kv, n_tokens_pad] */
-    struct kt_tensor *kv_order;/* I32 [n_kv]: the cells by position (attention visits them so) */
     struct kt_tensor *out_ids; /* I32 [n_outputs] rows whose logits are wanted */
-    int64_t n_tokens, n_kv, n_outputs;
-    int64_t kv_head; /* first cache cell of this batch */
+    int64_t n_tokens, n_outputs;
+    struct kiln_mem_inputs mem[KILN_MEM_MAX_PARTS]; /* per memory part (memory.h): mask, cell order, cells */
 };
 
 /* ---- the architecture table (arch.c) */
@@ -181,52 +180,33 @@ int64_t kiln_dim_size(const struct kiln_hparams *hp, const struct kiln_layer_hp 
  * layers' kinds and shapes, and the row's family keys (hparams.c). */
 bool kiln_load_hparams(struct kiln_model *m, const char *arch, int64_t n_vocab, char *err, size_t errlen);
 struct kt_tensor *kiln_build_llama(const struct kiln_graph_in *in);
+struct kt_tensor *kiln_build_gemma(const struct kiln_graph_in *in); /* arch/gemma.c */
 
-/* ---- KV cache */
+/* ---- KV cache (the memory's KV kinds: memory.h, kv_cache.c) */
 
 struct kiln_kv_cell {
     int32_t pos;      /* -1: empty */
     uint64_t seq;     /* bit s: sequence s uses this cell */
 };
 
-struct kiln_kv_cache {
-    uint32_t size;    /* cells (n_ctx) */
-    uint32_t used;    /* cells holding at least one sequence */
-    uint32_t n_layer;
-    enum kt_type type_k, type_v;
-    struct kiln_kv_cell *cells;
-    struct kt_context *ctx;
-    struct kt_buffer *buf;
-    struct kt_tensor **k, **v; /* per layer: K [n_embd_kv, size], V [size, n_embd_kv] (trans) or [n_embd_kv, size] */
-};
-
-bool kiln_kv_init(struct kiln_kv_cache *kv, const struct kiln_model *m, uint32_t size, enum kt_type type_k,
-                  enum kt_type type_v, struct kt_buffer_type *buft, char *err, size_t errlen);
-void kiln_kv_free(struct kiln_kv_cache *kv);
 /* Graph side (kv_graph.c): store this batch's k [D, Hkv, T] (contiguous) and v
- * [D*Hkv, T] in layer il's cells [kv_head, kv_head + T) and return what
+ * [D*Hkv, T] in the cells layer il's memory part placed them in and return what
  * attention reads, ordered after those stores: k and v [D, n_kv, Hkv] in the
- * cache's types (one row per cell, for kt_attn_ext). Every builder goes through this. */
-struct kiln_graph_in;
+ * cache's types (one row per cell, for kt_attn_ext), with the part's mask and cell
+ * order. Every builder goes through this. */
 struct kiln_kv_views {
     struct kt_tensor *k, *v;
+    struct kt_tensor *mask, *order;
 };
 struct kiln_kv_views kiln_kv_store(const struct kiln_graph_in *in, int il, struct kt_tensor *k,
                                    struct kt_tensor *v);
-/* first cell of a run of n free cells, or -1 */
-int64_t kiln_kv_find_slot(const struct kiln_kv_cache *kv, uint32_t n);
-/* Move the used cells (K/V data and bookkeeping, order kept) to the front so the
- * free ones form one run; false, the cache unchanged, when memory runs out. */
-bool kiln_kv_defrag(struct kiln_kv_cache *kv);
-/* cells [0, n_kv) cover every used cell, padded */
-uint32_t kiln_kv_n_kv(const struct kiln_kv_cache *kv, uint32_t pad);
 
 /* ---- context */
 
 struct kiln_context {
     const struct kiln_model *model;
     struct kiln_context_params params;
-    struct kiln_kv_cache kv;
+    struct kiln_memory mem;
 
     struct kt_backend *backend; /* the CPU */
     struct kt_backend *gpu;     /* the model's GPU, or NULL */

@@ -48,7 +48,7 @@ static struct kt_tensor *attention(const struct kiln_graph_in *in, int il, struc
      * attention op over the cells the mask leaves to each token, taken by position, so
      * that where a sequence's cells sit never changes its result */
     const struct kiln_kv_views kv = kiln_kv_store(in, il, k, v);
-    struct kt_tensor *att = kt_attn_ext(ctx, q, kv.k, kv.v, in->mask, in->kv_order, 1.0f / sqrtf((float)D)); /* [D, H, T] */
+    struct kt_tensor *att = kt_attn_ext(ctx, q, kv.k, kv.v, kv.mask, kv.order, 1.0f / sqrtf((float)D)); /* [D, H, T] */
     return kt_mul_mat(ctx, L->wo, kt_reshape_2d(ctx, att, D * H, T));
 }
 
