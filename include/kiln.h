@@ -203,6 +203,9 @@ void kiln_set_n_threads(struct kiln_context *ctx, int n_threads);
 /* Bytes of the compute buffer and of the KV cache (memory reports). */
 size_t kiln_compute_buffer_size(const struct kiln_context *ctx);
 size_t kiln_kv_size_bytes(const struct kiln_context *ctx);
+/* What the KV cache would take if every layer kept every position of n_ctx (what a
+ * sliding-window model's smaller cache compares with; equal for other models). */
+size_t kiln_kv_size_bytes_full(const struct kiln_context *ctx);
 
 /* A batch: token i at position pos[i] of sequence seq_id[i]; logits[i] != 0 keeps its logits. */
 struct kiln_batch {

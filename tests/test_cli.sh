@@ -104,6 +104,19 @@ for x in r:
     assert x["avg_ts"] > 0
 PY
 expect_exit 2 "-o takes" "$KILN" bench -m "$M" -o xml
+# the KV readout: a llama file's cache is the full one; gemma3's five windowed layers (window 8)
+# keep 8 cells and a batch of 16, padded to 256, against 4096 for its global layer
+G3=$SHARED/models/families/gemma3-kjv-q4_0.gguf
+"$KILN" bench -m "$G3" -p 16 -n 1 -r 1 -c 4096 -o json > "$tmp/bench3.json" || bad "bench gemma3"
+python3 - "$tmp/bench.json" "$tmp/bench3.json" <<'PY' && ok || bad "bench KV readout"
+import json, sys
+l, g = json.load(open(sys.argv[1]))[0], json.load(open(sys.argv[2]))[0]
+assert l["kv_bytes"] == l["kv_full_bytes"] > 0, l
+assert g["n_ctx"] == 4096 and g["kv_bytes"] * 6 * 4096 == g["kv_full_bytes"] * (5 * 256 + 4096), g
+PY
+"$KILN" bench -m "$G3" -p 16 -n 1 -r 1 -c 4096 > "$tmp/bench3.md" || bad "bench gemma3 md"
+grep -q "KV cache at n_ctx 4096: 2.62 MiB (every layer over every position: 12.00 MiB; 21.9%)" "$tmp/bench3.md" &&
+  ok || bad "bench KV line: $(tail -1 "$tmp/bench3.md")"
 # llama-bench's lists: every (threads, depth, test) combination, in that order, with
 # llama-bench's field names, the samples, and the bandwidth per thread count
 "$KILN" bench -m "$M" -p 8,16 -n 2 -d 0,24 -t 1,2 -r 2 -o json > "$tmp/bench2.json" || bad "bench lists"

@@ -98,8 +98,10 @@ static const struct kiln_tensor_spec phi3_tensors[] = {
 /* llama's graph: about 40 nodes a layer */
 #define FIELD_F(st, f) offsetof(struct st, f)
 /* a family key: name, default, accepted range, the family struct's field */
-#define KEY_F(nm, d, l, h, st, f) {.name = nm, .type = KILN_KEY_FLOAT, .def = d, .lo = l, .hi = h, .field = FIELD_F(st, f)}
-#define KEY_I(nm, d, l, h, st, f) {.name = nm, .type = KILN_KEY_INT, .def = d, .lo = l, .hi = h, .field = FIELD_F(st, f)}
+#define KEY_F(nm, d, l, h, st, f) \
+    {.name = nm, .type = KILN_KEY_FLOAT, .def = d, .lo = l, .hi = h, .field = FIELD_F(st, f)}
+#define KEY_I(nm, d, l, h, st, f) \
+    {.name = nm, .type = KILN_KEY_INT, .def = d, .lo = l, .hi = h, .field = FIELD_F(st, f)}
 #define ROW(nm, rope, list) \
     {.name = nm, .rope_mode = rope, TENSORS(list), .build = kiln_build_llama, .graph_per_layer = 48, .graph_extra = 64}
 

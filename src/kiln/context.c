@@ -269,7 +269,7 @@ int kiln_decode(struct kiln_context *ctx, const struct kiln_batch *b) {
         struct kiln_mem_part *p = ctx->mem.parts[placed];
         if (p->ops->place(p, b) != KILN_MEM_OK) {
             for (int i = placed - 1; i >= 0; i--) ctx->mem.parts[i]->ops->unplace(ctx->mem.parts[i], b, false);
-            return decode_error(ctx, -2, "no room in the KV cache for %d tokens (the %s memory of %u cells is full)", T,
+            return decode_error(ctx, -2, "no room in the KV cache for %d tokens (its %s part is full; n_ctx %u)", T,
                                 p->ops->kind, kiln_n_ctx(ctx));
         }
     }

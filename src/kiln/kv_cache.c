@@ -108,8 +108,10 @@ struct kiln_mem_part *kiln_kv_part_new(const struct kiln_model *m, const bool *l
         if (!layers[il]) continue;
         const int64_t D = m->lhp[il].n_embd_head, Hkv = m->lhp[il].n_head_kv;
         const char *sfx = n_swa > 0 ? "_swa" : "";
-        kv->k[il] = kt_format_name(kt_new_tensor_3d(kv->ctx, type_k, D, size, Hkv), "cache_k%s_l%lld", sfx, (long long)il);
-        kv->v[il] = kt_format_name(kt_new_tensor_3d(kv->ctx, type_v, D, size, Hkv), "cache_v%s_l%lld", sfx, (long long)il);
+        kv->k[il] = kt_format_name(kt_new_tensor_3d(kv->ctx, type_k, D, size, Hkv), "cache_k%s_l%lld", sfx,
+                                   (long long)il);
+        kv->v[il] = kt_format_name(kt_new_tensor_3d(kv->ctx, type_v, D, size, Hkv), "cache_v%s_l%lld", sfx,
+                                   (long long)il);
         if (!kv->k[il] || !kv->v[il]) {
             snprintf(err, errlen, "KV cache: %s", kt_last_error());
             kv_free(&kv->base);

@@ -148,3 +148,15 @@ size_t kiln_kv_size_bytes(const struct kiln_context *ctx) {
     for (int i = 0; i < ctx->mem.n_parts; i++) n += ctx->mem.parts[i]->ops->bytes(ctx->mem.parts[i]);
     return n;
 }
+
+/* what every layer keeping every position would take: n_ctx cells of its K and V rows */
+size_t kiln_kv_size_bytes_full(const struct kiln_context *ctx) {
+    const struct kiln_model *m = ctx->model;
+    size_t n = 0;
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        const int64_t D = m->lhp[il].n_embd_head, Hkv = m->lhp[il].n_head_kv;
+        n += (kt_row_size(ctx->params.type_k, D) + kt_row_size(ctx->params.type_v, D)) * (size_t)Hkv *
+             (size_t)ctx->params.n_ctx;
+    }
+    return n;
+}

@@ -26,19 +26,20 @@ struct preset {
      * logits, so that they bend them (a model that ignored them would not match) */
     float final_cap, attn_cap;
     float rope_factor; /* linear RoPE scaling on global layers (0: none) */
+    bool tied;         /* no output.weight: the output is the embedding (as Gemma 3's files) */
 };
 
 /* n_vocab is the synthetic vocabulary's size (a --vocab file brings its own). */
 static const struct preset presets[] = {
-    {"tiny", 64, 2, 4, 2, 128, 512, 256, NULL, 0, 16, 0.3f, 0.5f, 0},
+    {"tiny", 64, 2, 4, 2, 128, 512, 256, NULL, 0, 16, 0.3f, 0.5f, 0, false},
     /* grouped-query attention (4 heads per KV head), 8 layers and a feed-forward width
      * that is not a multiple of 256: exercises every branch of the quantization mixes */
-    {"small", 256, 8, 8, 2, 672, 512, 512, NULL, 0, 32, 0.3f, 0.5f, 0},
-    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, 2048, NULL, 0, 1024, 30.0f, 50.0f, 0},
-    {"llama-7b", 4096, 32, 32, 32, 11008, 32000, 4096, NULL, 0, 4096, 30.0f, 50.0f, 0},
+    {"small", 256, 8, 8, 2, 672, 512, 512, NULL, 0, 32, 0.3f, 0.5f, 0, false},
+    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, 2048, NULL, 0, 1024, 30.0f, 50.0f, 0, false},
+    {"llama-7b", 4096, 32, 32, 32, 11008, 32000, 4096, NULL, 0, 4096, 30.0f, 50.0f, 0, false},
     /* Gemma 3 4B's shape: head 256 (not n_embd / n_head), window 1024 on 29 of 34 layers,
-     * RoPE scaled by 8 on the global ones, a vocabulary of 262144 */
-    {"gemma3-4b", 2560, 34, 8, 4, 10240, 262144, 131072, "gemma3", 256, 1024, 0.0f, 0.0f, 8.0f},
+     * RoPE scaled by 8 on the global ones, a vocabulary of 262144, the output tied */
+    {"gemma3-4b", 2560, 34, 8, 4, 10240, 262144, 131072, "gemma3", 256, 1024, 0.0f, 0.0f, 8.0f, true},
 };
 
 static const char *const preset_names[] = {"tiny", "small", "tinyllama-1.1b", "llama-7b", "gemma3-4b", NULL};
@@ -369,7 +370,9 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
     int64_t n_global = 0, n_block = 0;
     for (size_t i = 0; i < arch->n_tensors; i++) {
         const struct kiln_tensor_spec *sp = &arch->tensors[i];
-        if (sp->optional && !sp->per_layer && !kiln_synth_wants(arch_name, sp, NULL)) continue;
+        if (sp->optional && !sp->per_layer &&
+            (!kiln_synth_wants(arch_name, sp, NULL) || (ps->tied && !strcmp(sp->name, "output.weight"))))
+            continue;
         const struct kiln_tensor_spec **list = sp->per_layer ? block : global;
         int64_t *n = sp->per_layer ? &n_block : &n_global;
         if (*n == 32) {

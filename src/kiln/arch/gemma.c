@@ -105,9 +105,9 @@ static struct kt_tensor *attention(const struct kiln_graph_in *in, int il, struc
     k = kt_rope_ext(ctx, k, in->pos, ff, rp);
 
     const struct kiln_kv_views kv = kiln_kv_store(in, il, k, v);
-    struct kt_tensor *att = g->attn_softcap > 0.0f
-                                ? kt_attn_ext_softcap(ctx, q, kv.k, kv.v, kv.mask, kv.order, g->attn_scale, g->attn_softcap)
-                                : kt_attn_ext(ctx, q, kv.k, kv.v, kv.mask, kv.order, g->attn_scale); /* [D, H, T] */
+    struct kt_tensor *att = /* [D, H, T] */
+        g->attn_softcap > 0.0f ? kt_attn_ext_softcap(ctx, q, kv.k, kv.v, kv.mask, kv.order, g->attn_scale, g->attn_softcap)
+                               : kt_attn_ext(ctx, q, kv.k, kv.v, kv.mask, kv.order, g->attn_scale);
     return kt_mul_mat(ctx, L->wo, kt_reshape_2d(ctx, att, D * H, T));
 }
 
