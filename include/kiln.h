@@ -345,6 +345,9 @@ void kiln_set_abort_callback(struct kiln_context *ctx, kiln_abort_fn fn, void *d
 /* Bytes of the compute buffer and of the KV cache (memory reports). */
 size_t kiln_compute_buffer_size(const struct kiln_context *ctx);
 size_t kiln_kv_size_bytes(const struct kiln_context *ctx);
+/* What the KV cache would take if every layer kept every position of n_ctx (what a
+ * sliding-window model's smaller cache compares with; equal for other models). */
+size_t kiln_kv_size_bytes_full(const struct kiln_context *ctx);
 
 /* A batch: token i at position pos[i] of sequence seq_id[i]; logits[i] != 0 keeps its logits. */
 struct kiln_batch {
@@ -377,6 +380,14 @@ bool kiln_kv_seq_rm(struct kiln_context *ctx, int32_t seq, int32_t p0, int32_t p
 bool kiln_kv_seq_cp(struct kiln_context *ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1);
 /* largest position of seq in the cache, -1 if none */
 int32_t kiln_kv_seq_pos_max(const struct kiln_context *ctx, int32_t seq);
+/* smallest position from which every part of the cache still holds seq, -1 if none (a
+ * sliding-window model's cache lets old positions go) */
+int32_t kiln_kv_seq_pos_min(const struct kiln_context *ctx, int32_t seq);
+/* The longest prefix of seq's first n positions the cache can continue from: decoding
+ * position m next needs what the model attends to before m (every earlier position;
+ * for sliding-window layers, the last window), so after kiln_kv_seq_rm(ctx, seq, m, -1)
+ * a prefix of m tokens is reused whole only when this returns m. 0 always works. */
+int32_t kiln_kv_seq_resumable(const struct kiln_context *ctx, int32_t seq, int32_t n);
 
 /* =========================================================================
  * sampling: one row of logits -> one token, through a chain of stages

@@ -200,11 +200,16 @@ enum kt_op {
                            (cell order without it; entries outside [0, n_kv) are skipped) and packed
                            first, so a sequence's result depends on its cells' order in that list and on
                            nothing else: not on which other cells lie between its own, nor, with an order
-                           by position, on where its cells sit; params: float scale */
+                           by position, on where its cells sit; params: float scale, float softcap (0: none,
+                           else each score q.k * scale becomes softcap * tanh(q.k * scale / softcap)
+                           before the mask is added) */
     KT_OP_RESHAPE,      /* no-op views: no kernel */
     KT_OP_VIEW,
     KT_OP_PERMUTE,
     KT_OP_TRANSPOSE,
+    /* soft-capping and gated GELU (Gemma) */
+    KT_OP_GEGLU,        /* gelu(src0) * src1 (tanh form, as KT_OP_GELU), same shapes */
+    KT_OP_SOFTCAP,      /* cap * tanh(src0 / cap); params: float cap (> 0) */
     KT_OP_COUNT,
 };
 
@@ -381,6 +386,16 @@ struct kt_tensor *kt_relu(struct kt_context *ctx, struct kt_tensor *a);
 struct kt_tensor *kt_swiglu(struct kt_context *ctx, struct kt_tensor *a, struct kt_tensor *b);
 struct kt_tensor *kt_concat(struct kt_context *ctx, struct kt_tensor *a, struct kt_tensor *b, int dim);
 struct kt_tensor *kt_get_rows(struct kt_context *ctx, struct kt_tensor *a, struct kt_tensor *ids);
+
+/* ---- soft-capping and gated GELU (Gemma) */
+/* KT_OP_GEGLU: gelu(a) * b, F32, same shapes: a feed-forward's gate and up projections */
+struct kt_tensor *kt_geglu(struct kt_context *ctx, struct kt_tensor *a, struct kt_tensor *b);
+/* KT_OP_SOFTCAP: cap * tanh(a / cap), F32; cap > 0 (Gemma's final logits) */
+struct kt_tensor *kt_softcap(struct kt_context *ctx, struct kt_tensor *a, float cap);
+/* kt_attn_ext with the scores soft-capped (Gemma 2's attn_logit_softcapping); softcap > 0 */
+struct kt_tensor *kt_attn_ext_softcap(struct kt_context *ctx, struct kt_tensor *q, struct kt_tensor *k,
+                                      struct kt_tensor *v, struct kt_tensor *mask, struct kt_tensor *order, float scale,
+                                      float softcap);
 
 /* op_params helpers */
 static inline float kt_get_op_param_f32(const struct kt_tensor *t, int i) {

@@ -7,7 +7,8 @@
  * other places in the cache with other sequences' cells between them (the
  * property the server's prefix sharing and cache compaction need), and when
  * they are shuffled and the order input lists them in the sequence's order; a
- * token that sees no cell gets zeros.
+ * token that sees no cell gets zeros. Soft-capped scores (kt_attn_ext_softcap:
+ * cap * tanh(q.k * scale / cap) before the mask, Gemma 2's attention) the same way.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@ static float uni(void) {
 struct attn_case {
     int64_t D, H, Hkv, T, n_kv;
     enum kt_type kv_type;
+    float softcap; /* 0: kt_attn_ext; else kt_attn_ext_softcap */
 };
 
 /* out [D, H, T] of attention over a cache of n_kv cells; cell c of the cache holds
@@ -57,7 +59,9 @@ static void run(const struct attn_case *ac, int64_t n_src, const float *q, const
         to = kt_new_tensor_1d(ctx, KT_TYPE_I32, n);
         memcpy(to->data, order, (size_t)n * sizeof(int32_t));
     }
-    struct kt_tensor *o = kt_attn_ext(ctx, tq, tk, tv, tm, to, 1.0f / sqrtf((float)D));
+    struct kt_tensor *o = ac->softcap > 0.0f
+                              ? kt_attn_ext_softcap(ctx, tq, tk, tv, tm, to, 1.0f / sqrtf((float)D), ac->softcap)
+                              : kt_attn_ext(ctx, tq, tk, tv, tm, to, 1.0f / sqrtf((float)D));
     CHECK(o != NULL);
     struct kt_cgraph *gf = kt_new_graph(ctx);
     kt_build_forward_expand(gf, o);
@@ -87,7 +91,9 @@ static void reference(const struct attn_case *ac, const float *q, const float *k
                 if (mask[t * n + c] == -INFINITY) continue;
                 double d = 0;
                 for (int64_t i = 0; i < D; i++) d += (double)q[(t * H + h) * D + i] * kr[(kh * n + c) * D + i];
-                s[c] = d / sqrt((double)D) + mask[t * n + c];
+                d /= sqrt((double)D);
+                if (ac->softcap > 0.0f) d = ac->softcap * tanh(d / ac->softcap);
+                s[c] = d + mask[t * n + c];
                 if (s[c] > mx) mx = s[c];
             }
             for (int64_t c = 0; c < n; c++) sum += s[c] == -INFINITY ? 0 : exp(s[c] - mx);
@@ -120,8 +126,8 @@ static void check_case(const struct attn_case *ac0, const char *isa) {
     run(&ac, n, q, k, v, mask, ident, NULL, 1, got);
     reference(&ac, q, k, v, mask, want);
     char label[128];
-    snprintf(label, sizeof label, "%s attn D=%lld H=%lld/%lld T=%lld n_kv=%lld %s", isa, (long long)D, (long long)H,
-             (long long)ac.Hkv, (long long)T, (long long)n, kt_type_name(ac.kv_type));
+    snprintf(label, sizeof label, "%s attn D=%lld H=%lld/%lld T=%lld n_kv=%lld %s softcap %g", isa, (long long)D,
+             (long long)H, (long long)ac.Hkv, (long long)T, (long long)n, kt_type_name(ac.kv_type), (double)ac.softcap);
     CHECKF(tu_close(label, got, want, no, 2e-5, 2e-4), "%s: against the double reference", label);
     if (T >= 3)
         for (int64_t i = 0; i < D * H; i++) CHECKF(got[i] == 0.0f, "%s: a token that sees no cell", label);
@@ -185,8 +191,10 @@ static void check_case(const struct attn_case *ac0, const char *isa) {
 
 int main(void) {
     static const struct attn_case cases[] = {
-        {64, 8, 2, 1, 37, KT_TYPE_F16},  {64, 8, 2, 5, 70, KT_TYPE_F16}, {32, 4, 4, 3, 17, KT_TYPE_F32},
-        {128, 6, 1, 4, 50, KT_TYPE_F16}, {64, 4, 2, 2, 33, KT_TYPE_Q8_0}, {24, 2, 1, 3, 9, KT_TYPE_F16},
+        {64, 8, 2, 1, 37, KT_TYPE_F16, 0},  {64, 8, 2, 5, 70, KT_TYPE_F16, 0}, {32, 4, 4, 3, 17, KT_TYPE_F32, 0},
+        {128, 6, 1, 4, 50, KT_TYPE_F16, 0}, {64, 4, 2, 2, 33, KT_TYPE_Q8_0, 0}, {24, 2, 1, 3, 9, KT_TYPE_F16, 0},
+        /* soft-capped: a cap near the scores' size bends every one of them */
+        {64, 8, 2, 5, 70, KT_TYPE_F16, 0.5f}, {32, 4, 4, 3, 17, KT_TYPE_F32, 1.0f},
     };
     static const char *isas[] = {"ref", NULL};
     for (size_t i = 0; i < 2; i++) {
@@ -210,6 +218,8 @@ int main(void) {
     CHECK(strstr(kt_last_error(), "order") != NULL);
     CHECK(kt_attn_ext(ctx, q, k2, k2, NULL, of, 1.0f) == NULL); /* order not I32 */
     CHECK(strstr(kt_last_error(), "order") != NULL);
+    CHECK(kt_attn_ext_softcap(ctx, q, k2, k2, NULL, NULL, 1.0f, 0.0f) == NULL); /* a cap of 0 */
+    CHECK(strstr(kt_last_error(), "softcap") != NULL);
     kt_free(ctx);
     return tu_finish("test_attn");
 }

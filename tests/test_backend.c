@@ -89,6 +89,10 @@ static struct kt_tensor *build_case(int c, struct kt_context *ctx, struct kt_con
     CASE("gelu", kt_gelu(ctx, f32(ctx, 40, 3, 1)));
     CASE("relu", kt_relu(ctx, f32(ctx, 40, 3, 1)));
     CASE("swiglu", kt_swiglu(ctx, f32(ctx, 40, 3, 1), f32(ctx, 40, 3, 1)));
+    CASE("geglu", kt_geglu(ctx, f32(ctx, 40, 3, 1), f32(ctx, 40, 3, 1)));
+    CASE("softcap", kt_softcap(ctx, f32(ctx, 40, 3, 1), 0.5f));
+    CASE("attn softcap", kt_attn_ext_softcap(ctx, f32(ctx, 32, 4, 3), leaf(ctx, KT_TYPE_F16, 32, 10, 2, 1),
+                                             leaf(ctx, KT_TYPE_F16, 32, 10, 2, 1), f32(ctx, 10, 3, 1), NULL, 0.17f, 0.3f));
     CASE("cpy f16", kt_cpy(ctx, f32(ctx, 32, 4, 1), leaf(ctx, KT_TYPE_F16, 32, 4, 1, 1)));
     CASE("cpy q8_0", kt_cpy(ctx, f32(ctx, 64, 4, 1), leaf(ctx, KT_TYPE_Q8_0, 64, 4, 1, 1)));
     CASE("cpy into a cache slot", (b = kt_new_tensor_2d(pctx, KT_TYPE_F16, 32, 8),

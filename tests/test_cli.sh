@@ -42,8 +42,9 @@ for ref in "$SHARED"/reference/kjv-q4_0-*.json; do
 done
 
 # run --temp 0: llama.cpp's greedy tokens up to the first near-tie
-for ref in "$SHARED"/reference/{kjv-q8_0-0,qwen2-kjv-q8_0-1,llama3-kjv-q4_0-0,qwen3-kjv-q4_0-2,phi3-kjv-q4_0-3}.json; do
-  model=$SHARED/models/$(basename "$ref" | sed 's/-[0-9]*\.json$/.gguf/')
+for ref in "$SHARED"/reference/{kjv-q8_0-0,qwen2-kjv-q8_0-1,llama3-kjv-q4_0-0,qwen3-kjv-q4_0-2,phi3-kjv-q4_0-3}.json \
+           "$SHARED"/reference/families/gemma3-kjv-q4_0-{0,1}.json; do
+  model=$(dirname "$ref" | sed 's|/reference|/models|')/$(basename "$ref" | sed 's/-[0-9]*\.json$/.gguf/')
   prompt=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prompt"], end="")' "$ref")
   "$KILN" run -m "$model" -p "$prompt" -n 24 --temp 0 --json > "$tmp/run.json" || bad "run $model"
   python3 - "$ref" "$tmp/run.json" <<'PY' && ok || bad "greedy tokens of $ref"
@@ -63,9 +64,11 @@ c=$("$KILN" run -m "$M" -p "And God said" -n 24 --seed 8 --temp 1)
 [ "$a" != "$c" ] && ok || bad "different seeds gave the same text"
 
 # perplexity within 0.5% of llama.cpp's
-for f in kjv-q8_0.gguf qwen2-kjv-q8_0.gguf llama3-kjv-q4_0.gguf qwen3-kjv-q4_0.gguf phi3-kjv-q4_0.gguf; do
+# (gemma3: sliding-window layers, every chunk crossing the window of 8)
+for f in kjv-q8_0.gguf qwen2-kjv-q8_0.gguf llama3-kjv-q4_0.gguf qwen3-kjv-q4_0.gguf phi3-kjv-q4_0.gguf \
+         families/gemma3-kjv-q4_0.gguf; do
   "$KILN" perplexity -m "$SHARED/models/$f" -f "$SHARED/text/kjv_test_a.txt" -c 128 --json > "$tmp/ppl.json" 2>/dev/null || bad "perplexity $f"
-  python3 - "$SHARED/reference/perplexity.json" "$tmp/ppl.json" "$f" <<'PY' && ok || bad "perplexity of $f"
+  python3 - "$SHARED/reference/$(dirname "$f" | sed 's|^\.$||')/perplexity.json" "$tmp/ppl.json" "$(basename "$f")" <<'PY' && ok || bad "perplexity of $f"
 import json, sys
 want = json.load(open(sys.argv[1]))["ppl"][sys.argv[3]]; got = json.load(open(sys.argv[2]))
 if abs(got["ppl"] / want - 1) > 0.005 or got["scored"] != 1764: sys.exit("ppl %s vs %s" % (got, want))
@@ -101,6 +104,19 @@ for x in r:
     assert x["avg_ts"] > 0
 PY
 expect_exit 2 "-o takes" "$KILN" bench -m "$M" -o xml
+# the KV readout: a llama file's cache is the full one; gemma3's five windowed layers (window 8)
+# keep 8 cells and a batch of 16, padded to 256, against 4096 for its global layer
+G3=$SHARED/models/families/gemma3-kjv-q4_0.gguf
+"$KILN" bench -m "$G3" -p 16 -n 1 -r 1 -c 4096 -o json > "$tmp/bench3.json" || bad "bench gemma3"
+python3 - "$tmp/bench.json" "$tmp/bench3.json" <<'PY' && ok || bad "bench KV readout"
+import json, sys
+l, g = json.load(open(sys.argv[1]))[0], json.load(open(sys.argv[2]))[0]
+assert l["kv_bytes"] == l["kv_full_bytes"] > 0, l
+assert g["n_ctx"] == 4096 and g["kv_bytes"] * 6 * 4096 == g["kv_full_bytes"] * (5 * 256 + 4096), g
+PY
+"$KILN" bench -m "$G3" -p 16 -n 1 -r 1 -c 4096 > "$tmp/bench3.md" || bad "bench gemma3 md"
+grep -q "KV cache at n_ctx 4096: 2.62 MiB (every layer over every position: 12.00 MiB; 21.9%)" "$tmp/bench3.md" &&
+  ok || bad "bench KV line: $(tail -1 "$tmp/bench3.md")"
 # llama-bench's lists: every (threads, depth, test) combination, in that order, with
 # llama-bench's field names, the samples, and the bandwidth per thread count
 "$KILN" bench -m "$M" -p 8,16 -n 2 -d 0,24 -t 1,2 -r 2 -o json > "$tmp/bench2.json" || bad "bench lists"

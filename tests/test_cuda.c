@@ -96,6 +96,8 @@ static struct kt_tensor *build_case(int c, struct kt_context *ctx, struct kt_con
     CASE("gelu", kt_gelu(ctx, f32(ctx, n0, n1, n2)));
     CASE("relu", kt_relu(ctx, f32(ctx, n0, n1, n2)));
     CASE("swiglu", kt_swiglu(ctx, f32(ctx, n0, n1, n2), f32(ctx, n0, n1, n2)));
+    CASE("geglu", kt_geglu(ctx, f32(ctx, n0, n1, n2), f32(ctx, n0, n1, n2)));
+    CASE("softcap", kt_softcap(ctx, kt_scale(ctx, f32(ctx, n0, n1, n2), 40.0f), 30.0f));
     CASE("rms_norm", kt_rms_norm(ctx, f32(ctx, n0 * 8, n1, n2), 1e-6f));
     CASE("norm", kt_norm(ctx, f32(ctx, n0, n1, n2), 1e-5f));
     CASE("rms_norm x weight", kt_mul(ctx, kt_rms_norm(ctx, f32(ctx, n0, n1, n2), 1e-5f), f32(ctx, n0, 1, 1)));
@@ -365,6 +367,10 @@ static void test_mixed(struct kt_backend *gpu, struct kt_backend *cpu) {
         struct kt_context *qc = kt_init((struct kt_init_params){.mem_size = 1 << 16, .no_alloc = true});
         struct kt_tensor *q8 = kt_cpy(qc, f32(qc, 64, 2, 1), kt_new_tensor_2d(qc, KT_TYPE_Q8_0, 64, 2));
         CHECK(!kt_backend_supports_op(gpu, q8));
+        /* soft-capped attention scores (Gemma 2) are refused: no CUDA kernel caps them */
+        struct kt_tensor *capped = kt_attn_ext_softcap(qc, f32(qc, 64, 4, 2), kt_new_tensor_3d(qc, KT_TYPE_F16, 64, 8, 2),
+                                                       kt_new_tensor_3d(qc, KT_TYPE_F16, 64, 8, 2), NULL, NULL, 0.125f, 50.0f);
+        CHECK(capped && !kt_backend_supports_op(gpu, capped));
         kt_free(qc);
     }
     struct kt_context *ctx = kt_init((struct kt_init_params){.mem_size = 1 << 20, .no_alloc = true});

@@ -1,8 +1,9 @@
 /*
  * test_model_bad.c - kiln_model_load on models crafted broken from a real one
- * (llama, qwen3, phi3): each defect is refused with a message that names it,
- * tensors the architecture does not use included, nothing crashes; and the
- * progress callback reports loading and can cancel it.
+ * (llama, qwen3, phi3, gemma3, and gemma2/gemma4 files from kiln_synth): each defect
+ * is refused with a message that names it, tensors the architecture does not use
+ * included, and so are the Gemma 4 variants kiln does not run; nothing crashes; and
+ * the progress callback reports loading and can cancel it.
  */
 #include "gguf.h"
 #include "kiln.h"
@@ -15,6 +16,7 @@ static char tmp_path[256];
 
 struct edit {
     const char *model;          /* models/<model> as the source instead of kjv-q8_0.gguf */
+    const char *path;           /* or this file */
     const char *drop_tensor;    /* leave this tensor out */
     const char *add_tensor;     /* add a tensor of this name ... */
     const char *add_like;       /* ... with the data and shape of this one */
@@ -30,7 +32,7 @@ struct edit {
 static bool write_edited(const struct edit *e) {
     char err[256], other[1024];
     snprintf(other, sizeof other, "%s/models/%s", shared, e->model ? e->model : "");
-    struct gguf_file *g = gguf_open(e->model ? other : src_path, err, sizeof err);
+    struct gguf_file *g = gguf_open(e->path ? e->path : e->model ? other : src_path, err, sizeof err);
     if (!g) return false;
     struct gguf_writer *w = gguf_writer_new();
     bool ok = w && gguf_writer_copy_kv(w, g);
@@ -146,6 +148,53 @@ int main(void) {
                    &(struct edit){.model = "llama3-kjv-q4_0.gguf", .swap_tensor = "rope_freqs.weight",
                                   .swap_with = "output_norm.weight"},
                    "tensor 'rope_freqs.weight' has shape [256");
+
+    /* Gemma: a tensor the row does not declare, a missing post-norm, Gemma 2 with its own
+     * output projection (llama.cpp loads none), Gemma 4 variants kiln does not run */
+    expect_refused("gemma3 with per-layer embeddings",
+                   &(struct edit){.model = "families/gemma3-kjv-q4_0.gguf", .add_tensor = "per_layer_token_embd.weight",
+                                  .add_like = "token_embd.weight"},
+                   "tensor 'per_layer_token_embd.weight' is not used by architecture 'gemma3'");
+    expect_refused("gemma3 without a post-attention norm",
+                   &(struct edit){.model = "families/gemma3-kjv-q4_0.gguf",
+                                  .drop_tensor = "blk.3.post_attention_norm.weight"},
+                   "missing tensor 'blk.3.post_attention_norm.weight'");
+    expect_refused("gemma3 window out of range",
+                   &(struct edit){.model = "families/gemma3-kjv-q4_0.gguf", .set_key = "gemma3.attention.sliding_window",
+                                  .str_value = "8"},
+                   "gemma3.attention.sliding_window");
+    char synth_path[256], serr[512];
+    snprintf(synth_path, sizeof synth_path, "/tmp/kiln-test-model-synth-%d.gguf", (int)getpid());
+    struct kiln_synth_params sp = kiln_synth_default_params();
+    sp.arch = "gemma2";
+    CHECKF(kiln_synth(&sp, synth_path, serr, sizeof serr), "synth gemma2: %s", serr);
+    expect_refused("gemma2 with an output projection",
+                   &(struct edit){.path = synth_path, .add_tensor = "output.weight", .add_like = "token_embd.weight"},
+                   "tensor 'output.weight' is not used by architecture 'gemma2'");
+    sp.arch = "gemma4";
+    CHECKF(kiln_synth(&sp, synth_path, serr, sizeof serr), "synth gemma4: %s", serr);
+    expect_refused("gemma4 E2B/E4B (per-layer embeddings)",
+                   &(struct edit){.path = synth_path, .set_key = "gemma4.embedding_length_per_layer_input",
+                                  .u32_value = 256},
+                   "gemma4 with per-layer embeddings");
+    expect_refused("gemma4 26B-A4B (experts)",
+                   &(struct edit){.path = synth_path, .set_key = "gemma4.expert_count", .u32_value = 128},
+                   "gemma4 with experts");
+    expect_refused("gemma4 with shared KV layers",
+                   &(struct edit){.path = synth_path, .set_key = "gemma4.attention.shared_kv_layers", .u32_value = 1},
+                   "shared_kv_layers");
+    expect_refused("gemma4 without its pattern",
+                   &(struct edit){.path = synth_path, .drop_key = "gemma4.attention.sliding_window_pattern"},
+                   "missing hyper-parameter gemma4.attention.sliding_window_pattern");
+    expect_refused("gemma4 global layer's k norm of the windowed size",
+                   &(struct edit){.path = synth_path, .swap_tensor = "blk.1.attn_k_norm.weight",
+                                  .swap_with = "blk.0.attn_k_norm.weight"},
+                   "tensor 'blk.1.attn_k_norm.weight' has shape [16");
+    expect_refused("gemma4 with a fused qkv",
+                   &(struct edit){.path = synth_path, .add_tensor = "blk.0.attn_qkv.weight",
+                                  .add_like = "blk.0.attn_q.weight"},
+                   "tensor 'blk.0.attn_qkv.weight' is not used by architecture 'gemma4'");
+    unlink(synth_path);
 
     /* a missing output.weight is not an error: the embedding is tied */
     CHECK(write_edited(&(struct edit){.drop_tensor = "output.weight"}));

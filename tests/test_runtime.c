@@ -62,16 +62,17 @@ static double margin(const float *x, int64_t n) {
 /* KILN_TEST_NGL=N: the reference checks with N layers on the GPU (ctest's test_runtime_gpu*) */
 static int g_ngl;
 
-static void check_reference(const char *json_name) {
+/* families: "" for the files of reference/ and models/, "families/" for theirs */
+static void check_reference(const char *families, const char *json_name) {
     char path[1024], model_name[256];
-    snprintf(path, sizeof path, "%s/reference/%s", shared, json_name);
+    snprintf(path, sizeof path, "%s/reference/%s%s", shared, families, json_name);
     char *json = tu_read_file(path, NULL);
     CHECKF(json != NULL, "cannot read %s", path);
     if (!json) return;
     /* MODEL-K.json -> models/MODEL.gguf */
     snprintf(model_name, sizeof model_name, "%s", json_name);
     *strrchr(model_name, '-') = 0;
-    snprintf(path, sizeof path, "%s/models/%s.gguf", shared, model_name);
+    snprintf(path, sizeof path, "%s/models/%s%s.gguf", shared, families, model_name);
     char err[512];
     struct kiln_model_params mp = kiln_model_default_params();
     mp.n_gpu_layers = g_ngl;
@@ -108,7 +109,8 @@ static void check_reference(const char *json_name) {
     float *logits = malloc(sizeof(float) * (size_t)n * n_vocab);
     size_t ref_len = 0;
     char *lpath = path;
-    snprintf(lpath, sizeof path, "%s/reference/%.*s.logits", shared, (int)(strlen(json_name) - 5), json_name);
+    snprintf(lpath, sizeof path, "%s/reference/%s%.*s.logits", shared, families, (int)(strlen(json_name) - 5),
+             json_name);
     float *ref = (float *)tu_read_file(lpath, &ref_len);
     CHECKF(ref && ref_len == sizeof(float) * (size_t)n_pos * n_vocab, "%s: logits file", lpath);
     struct kiln_context *ctx = new_ctx(m, 2, 64);
@@ -340,28 +342,42 @@ int main(void) {
     while (d && (e = readdir(d)) != NULL) {
         size_t l = strlen(e->d_name);
         if (l > 5 && !strcmp(e->d_name + l - 5, ".json") && strncmp(e->d_name, "perplexity", 10)) {
-            check_reference(e->d_name);
+            check_reference("", e->d_name);
             n_ref++;
         }
     }
     if (d) closedir(d);
+    /* the families kiln runs among those shared/models/families holds (the others are
+     * not expected to load yet) */
+    static const char *const families[] = {"gemma3-kjv-q4_0"};
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+        for (int k = 0; k < 4; k++) {
+            char name[128];
+            snprintf(name, sizeof name, "%s-%d.json", families[f], k);
+            check_reference("families/", name);
+            n_ref++;
+        }
     if (g_ngl) { /* the GPU machine gets a few of the models */
         CHECK(n_ref >= 4);
         return tu_finish("test_runtime (GPU)");
     }
-    CHECK(n_ref >= 24);
+    CHECK(n_ref >= 28);
     check_invariance("kjv-q4_0.gguf");
     check_invariance("kjv-f16.gguf");
     /* Llama 3's rope factors, qwen3's q/k norms and phi3's fused views in decode too */
     check_invariance("llama3-kjv-q4_0.gguf");
     check_invariance("qwen3-kjv-q4_0.gguf");
     check_invariance("phi3-kjv-q4_0.gguf");
+    /* gemma3: windowed layers in a cache of their own, two RoPE bases, soft-capped logits */
+    check_invariance("families/gemma3-kjv-q4_0.gguf");
     check_sequences("kjv-q8_0.gguf");
     check_sequences("kjv-f16.gguf");
     check_sequences("qwen2-kjv-q8_0.gguf");
+    check_sequences("families/gemma3-kjv-q4_0.gguf");
     check_kv_types("kjv-f16", 1e-4);
     check_kv_types("llama3-kjv-q4_0", 5e-4);
     check_kv_types("qwen3-kjv-q4_0", 5e-4);
     check_kv_types("phi3-kjv-q4_0", 5e-4);
+    check_kv_types("families/gemma3-kjv-q4_0", 5e-4);
     return tu_finish("test_runtime");
 }

@@ -1,9 +1,24 @@
 /*
- * arch.c - the architectures kiln runs, one row each: RoPE layout, every
- * tensor a file may hold (required or optional, shape, fused layouts) and the
- * graph builder. A file tensor no row names is refused (model.c), so a new
- * architecture or tensor is a row here plus, where the graph differs, arch/.
+ * arch.c - the architectures kiln runs, one row each (struct kiln_arch in
+ * runtime.h). A row is everything that makes a family:
+ *
+ *   name, rope_mode       general.architecture and the RoPE layout (normal / NeoX)
+ *   tensors               every tensor a file may hold: name, per layer or not, required or
+ *                         optional, shape in hyper-parameter units (up to 3-D: expert stacks),
+ *                         the model/layer field it binds, fused tensors split into views
+ *   keys, fam_size        the family's own <arch>.* keys with defaults and ranges, read by the
+ *                         one loader (hparams.c) into a family struct (arch/families.h), never
+ *                         into the public kiln_hparams
+ *   window                which layers attend over a sliding window: from a key, a pattern
+ *                         number or a per-layer array (kiln_layer_hp.kind), and their RoPE
+ *   prepare               derived family values and refusals by name, after the keys
+ *   build                 the graph builder (arch/<family>.c)
+ *   graph_per_layer/extra the graph's node budget
+ *
+ * A file tensor no row names is refused (model.c), so a new architecture is a row
+ * here plus, where the graph differs, one builder file in arch/.
  */
+#include "arch/families.h"
 #include "runtime.h"
 
 #include <stddef.h>
@@ -15,6 +30,9 @@
 /* global and per-layer tensors: name, optional, ne0, ne1, field */
 #define G(nm, opt, d0, d1, f) {.name = nm, .per_layer = false, .optional = opt, .ne0 = d0, .ne1 = d1, .field = FIELD_M(f)}
 #define L(nm, opt, d0, d1, f) {.name = nm, .per_layer = true, .optional = opt, .ne0 = d0, .ne1 = d1, .field = FIELD_L(f)}
+/* a 3-D per-layer tensor (an expert stack [d0, d1, experts]) */
+#define L3(nm, opt, d0, d1, d2, f) \
+    {.name = nm, .per_layer = true, .optional = opt, .ne0 = d0, .ne1 = d1, .ne2 = d2, .field = FIELD_L(f)}
 
 enum { REQ = false, OPT = true };
 
@@ -75,8 +93,72 @@ static const struct kiln_tensor_spec phi3_tensors[] = {
     FFN_DOWN,
 };
 
+#define TENSORS(list) .tensors = list, .n_tensors = sizeof list / sizeof list[0]
+#define KEYS(list, fam) .keys = list, .n_keys = sizeof list / sizeof list[0], .fam_size = sizeof(fam)
+/* llama's graph: about 40 nodes a layer */
+#define FIELD_F(st, f) offsetof(struct st, f)
+/* a family key: name, default, accepted range, the family struct's field */
+#define KEY_F(nm, d, l, h, st, f) \
+    {.name = nm, .type = KILN_KEY_FLOAT, .def = d, .lo = l, .hi = h, .field = FIELD_F(st, f)}
+#define KEY_I(nm, d, l, h, st, f) \
+    {.name = nm, .type = KILN_KEY_INT, .def = d, .lo = l, .hi = h, .field = FIELD_F(st, f)}
 #define ROW(nm, rope, list) \
-    {.name = nm, .rope_mode = rope, .tensors = list, .n_tensors = sizeof list / sizeof list[0], .build = kiln_build_llama}
+    {.name = nm, .rope_mode = rope, TENSORS(list), .build = kiln_build_llama, .graph_per_layer = 48, .graph_extra = 64}
+
+/* ---- Gemma (arch/gemma.c): norms after attention and feed-forward, GeGLU */
+
+#define GEMMA_POST_NORMS                                                                   \
+    L("post_attention_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, attn_post_norm),   \
+    L("post_ffw_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, ffn_post_norm)
+#define QK_NORMS                                                                   \
+    L("attn_q_norm.weight", REQ, KILN_DIM_HEAD, KILN_DIM_NONE, attn_q_norm),      \
+    L("attn_k_norm.weight", REQ, KILN_DIM_HEAD, KILN_DIM_NONE, attn_k_norm)
+
+/* the output is always the embedding (llama.cpp loads no output.weight for gemma2) */
+static const struct kiln_tensor_spec gemma2_tensors[] = {
+    G("token_embd.weight", REQ, KILN_DIM_EMBD, KILN_DIM_VOCAB, tok_embd),
+    G("output_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, output_norm),
+    ATTN_NORM, ATTN_QKV, ATTN_OUT, FFN_NORM, FFN_GATE_UP, FFN_DOWN, GEMMA_POST_NORMS,
+};
+
+static const struct kiln_tensor_spec gemma3_tensors[] = {
+    HEAD_TENSORS,
+    ATTN_NORM, ATTN_QKV, QK_NORMS, ATTN_OUT, FFN_NORM, FFN_GATE_UP, FFN_DOWN, GEMMA_POST_NORMS,
+};
+
+/* Gemma 4 (dense text): global layers may have no v projection (v = k), per-layer head
+ * sizes and KV heads (dims resolve per layer), one rope_freqs for every global layer, an
+ * optional scale of each layer's output */
+static const struct kiln_tensor_spec gemma4_tensors[] = {
+    HEAD_TENSORS,
+    G("rope_freqs.weight", REQ, KILN_DIM_ROT_PAIRS, KILN_DIM_NONE, rope_freqs),
+    ATTN_NORM,
+    L("attn_q.weight", REQ, KILN_DIM_EMBD, KILN_DIM_Q, wq),
+    L("attn_k.weight", REQ, KILN_DIM_EMBD, KILN_DIM_KV, wk),
+    L("attn_v.weight", OPT, KILN_DIM_EMBD, KILN_DIM_KV, wv),
+    QK_NORMS, ATTN_OUT, FFN_NORM, FFN_GATE_UP, FFN_DOWN, GEMMA_POST_NORMS,
+    L("layer_output_scale.weight", OPT, KILN_DIM_ONE, KILN_DIM_NONE, out_scale),
+};
+
+static const struct kiln_key_spec gemma2_keys[] = {
+    KEY_F("attn_logit_softcapping", 50.0, 0.0, 1e6, kiln_gemma_hp, attn_softcap),
+    KEY_F("final_logit_softcapping", 30.0, 0.0, 1e6, kiln_gemma_hp, final_softcap),
+};
+static const struct kiln_key_spec gemma3_keys[] = {
+    KEY_F("final_logit_softcapping", 0.0, 0.0, 1e6, kiln_gemma_hp, final_softcap),
+};
+static const struct kiln_key_spec gemma4_keys[] = {
+    KEY_F("final_logit_softcapping", 30.0, 0.0, 1e6, kiln_gemma_hp, final_softcap),
+    KEY_I("embedding_length_per_layer_input", 0, 0, 1 << 20, kiln_gemma_hp, n_embd_per_layer),
+    KEY_I("expert_count", 0, 0, 1 << 16, kiln_gemma_hp, n_expert),
+    KEY_I("attention.shared_kv_layers", 0, 0, KILN_MAX_LAYERS, kiln_gemma_hp, n_kv_shared),
+};
+
+/* the window's keys; llama.cpp's defaults when they are absent */
+#define SWA_KEYS .window_key = "attention.sliding_window", .pattern_key = "attention.sliding_window_pattern"
+#define GEMMA_ROW(nm, list, keys, prep, ...)                                                                    \
+    {.name = nm, .rope_mode = KT_ROPE_NEOX, TENSORS(list), KEYS(keys, struct kiln_gemma_hp), .window = {__VA_ARGS__}, \
+     .prepare = prep, .build = kiln_build_gemma, .graph_per_layer = 56, .graph_extra = 64}
 
 /* qwen2/qwen3/phi3 differ from llama only in tensors the builder finds bound
  * (biases, q/k norms, fused views) and in the RoPE layout */
@@ -85,6 +167,17 @@ static const struct kiln_arch arches[] = {
     ROW("qwen2", KT_ROPE_NEOX, qwen2_tensors),
     ROW("qwen3", KT_ROPE_NEOX, qwen3_tensors),
     ROW("phi3", KT_ROPE_NEOX, phi3_tensors),
+    /* every other layer windowed (4096 when the file does not say), its own RoPE base
+     * only when the file gives one, the file's RoPE scaling on every layer */
+    GEMMA_ROW("gemma2", gemma2_tensors, gemma2_keys, kiln_gemma2_prepare,
+              SWA_KEYS, .window_def = 4096, .pattern_def = 2, .global_scaling = true),
+    /* windowed only when the file gives a window; then five local layers to a global
+     * one, base 10000 and no RoPE scaling on local layers */
+    GEMMA_ROW("gemma3", gemma3_tensors, gemma3_keys, kiln_gemma3_prepare,
+              SWA_KEYS, .window_def = 0, .pattern_def = 6, .freq_base_def = 10000.0),
+    /* window and per-layer pattern required */
+    GEMMA_ROW("gemma4", gemma4_tensors, gemma4_keys, kiln_gemma4_prepare,
+              SWA_KEYS, .window_def = -1, .pattern_def = -1, .freq_base_def = 10000.0),
 };
 
 const struct kiln_arch *kiln_arch_find(const char *name) {
@@ -95,18 +188,21 @@ const struct kiln_arch *kiln_arch_find(const char *name) {
 
 bool kiln_arch_supported(const char *name) { return name && kiln_arch_find(name) != NULL; }
 
-int64_t kiln_dim_size(const struct kiln_hparams *hp, enum kiln_dim d) {
+int64_t kiln_dim_size(const struct kiln_hparams *hp, const struct kiln_layer_hp *l, enum kiln_dim d) {
+    const int64_t head = l ? l->n_embd_head : hp->n_embd_head, n_head = l ? l->n_head : hp->n_head;
+    const int64_t n_head_kv = l ? l->n_head_kv : hp->n_head_kv, n_ff = l ? l->n_ff : hp->n_ff;
     switch (d) {
     case KILN_DIM_NONE: return 1;
+    case KILN_DIM_ONE: return 1;
     case KILN_DIM_EMBD: return hp->n_embd;
     case KILN_DIM_VOCAB: return hp->n_vocab;
-    case KILN_DIM_HEAD: return hp->n_embd_head;
-    case KILN_DIM_ROT_PAIRS: return hp->n_rot / 2;
-    case KILN_DIM_Q: return hp->n_embd_head * hp->n_head;
-    case KILN_DIM_KV: return hp->n_embd_head * hp->n_head_kv;
-    case KILN_DIM_QKV: return hp->n_embd_head * (hp->n_head + 2 * hp->n_head_kv);
-    case KILN_DIM_FF: return hp->n_ff;
-    case KILN_DIM_FF2: return 2 * hp->n_ff;
+    case KILN_DIM_HEAD: return head;
+    case KILN_DIM_ROT_PAIRS: return (l ? l->n_rot : hp->n_rot) / 2;
+    case KILN_DIM_Q: return head * n_head;
+    case KILN_DIM_KV: return head * n_head_kv;
+    case KILN_DIM_QKV: return head * (n_head + 2 * n_head_kv);
+    case KILN_DIM_FF: return n_ff;
+    case KILN_DIM_FF2: return 2 * n_ff;
     }
     return -1;
 }

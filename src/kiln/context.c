@@ -1,10 +1,11 @@
 /*
- * context.c - a decode context over a model: the KV cache, the backend and
- * scheduler that run graphs, batches, kiln_decode and the logits it leaves.
+ * context.c - a decode context over a model: its sequence memory (memory.h: the
+ * KV caches its layers need), the backend and scheduler that run graphs,
+ * batches, kiln_decode and the logits it leaves.
  *
  * Every decode builds the graph anew into a metadata arena that is reused (no
  * allocation), and the scheduler places it in compute memory sized once at
- * creation by reserving the largest graph (n_batch tokens over the whole cache).
+ * creation by reserving the largest graph (n_batch tokens over every whole cache).
  */
 #include "runtime.h"
 
@@ -13,8 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define KV_PAD 256 /* attention spans a multiple of this many cells, so the span changes rarely */
 
 struct kiln_context_params kiln_context_default_params(void) {
     return (struct kiln_context_params){
@@ -60,26 +59,27 @@ bool kiln_batch_add(struct kiln_batch *b, int32_t token, int32_t pos, int32_t se
 
 /* ------------------------------------------------------------------ graph */
 
-/* Build the graph for n_tokens tokens attending n_kv cells with n_outputs logits rows. */
-static struct kt_cgraph *build_graph(struct kiln_context *ctx, int64_t n_tokens, int64_t n_kv, int64_t n_outputs,
-                                     int64_t kv_head, struct kiln_graph_in *in) {
+/* Build the graph for n_tokens tokens with n_outputs logits rows over what each
+ * memory part placed (reserve: the largest batch over every part's whole extent). */
+static struct kt_cgraph *build_graph(struct kiln_context *ctx, int64_t n_tokens, int64_t n_outputs, bool reserve,
+                                     struct kiln_graph_in *in) {
     struct kt_context *mctx =
         kt_init((struct kt_init_params){.mem_size = ctx->meta_size, .mem_buffer = ctx->meta_buf, .no_alloc = true});
     if (!mctx) return NULL;
     *in = (struct kiln_graph_in){.ctx = mctx, .model = ctx->model, .kctx = ctx, .n_tokens = n_tokens,
-                                 .n_kv = n_kv, .n_outputs = n_outputs, .kv_head = kv_head};
+                                 .n_outputs = n_outputs};
     in->tokens = kt_set_name(kt_new_tensor_1d(mctx, KT_TYPE_I32, n_tokens), "inp_tokens");
     in->pos = kt_set_name(kt_new_tensor_1d(mctx, KT_TYPE_I32, n_tokens), "inp_pos");
-    in->mask = kt_set_name(kt_new_tensor_2d(mctx, KT_TYPE_F32, n_kv, n_tokens), "inp_mask");
-    in->kv_order = kt_set_name(kt_new_tensor_1d(mctx, KT_TYPE_I32, n_kv), "inp_kv_order");
     in->out_ids = kt_set_name(kt_new_tensor_1d(mctx, KT_TYPE_I32, n_outputs), "inp_out_ids");
     struct kt_cgraph *gf = kt_new_graph_custom(mctx, ctx->graph_size);
-    if (!in->tokens || !in->pos || !in->mask || !in->kv_order || !in->out_ids || !gf) goto fail;
+    if (!in->tokens || !in->pos || !in->out_ids || !gf) goto fail;
     kt_set_input(in->tokens);
     kt_set_input(in->pos);
-    kt_set_input(in->mask);
-    kt_set_input(in->kv_order);
     kt_set_input(in->out_ids);
+    for (int i = 0; i < ctx->mem.n_parts; i++) {
+        struct kiln_mem_part *p = ctx->mem.parts[i];
+        if (!p->ops->inputs(p, mctx, n_tokens, reserve, &in->mem[i])) goto fail;
+    }
     struct kt_tensor *logits = ctx->model->arch->build(in);
     if (!logits || !kt_build_forward_expand(gf, logits)) goto fail;
     /* the arena lives in meta_buf; the context object itself is not needed after building */
@@ -125,7 +125,7 @@ struct kiln_context *kiln_context_new(const struct kiln_model *model, struct kil
     }
     ctx->model = model;
     ctx->params = params;
-    ctx->graph_size = (int)(model->hp.n_layer * 48 + 64);
+    ctx->graph_size = (int)(model->hp.n_layer * model->arch->graph_per_layer + model->arch->graph_extra);
     ctx->meta_size = (size_t)ctx->graph_size * 2 * kt_tensor_overhead() + kt_graph_overhead_custom((size_t)ctx->graph_size) +
                      4096;
     ctx->meta_buf = malloc(ctx->meta_size);
@@ -154,7 +154,8 @@ struct kiln_context *kiln_context_new(const struct kiln_model *model, struct kil
                                  (params.type_v == KT_TYPE_F16 || params.type_v == KT_TYPE_F32);
         if (model->gpu_layer0 == 0 && gpu_kv_type) kv_buft = kt_dev_buffer_type(model->gpu);
     }
-    if (!kiln_kv_init(&ctx->kv, model, params.n_ctx, params.type_k, params.type_v, kv_buft, err, errlen))
+    if (!kiln_memory_init(&ctx->mem, model, params.n_ctx, params.n_seq_max, params.n_batch, params.type_k,
+                          params.type_v, kv_buft, err, errlen))
         goto fail;
     ctx->sched = kt_sched_new(bes, n_be, ctx->graph_size);
     if (!ctx->sched) {
@@ -163,7 +164,7 @@ struct kiln_context *kiln_context_new(const struct kiln_model *model, struct kil
     }
     /* size compute memory once, for the largest batch over the whole cache */
     struct kiln_graph_in in;
-    struct kt_cgraph *gf = build_graph(ctx, params.n_batch, params.n_ctx, params.n_batch, 0, &in);
+    struct kt_cgraph *gf = build_graph(ctx, params.n_batch, params.n_batch, true, &in);
     if (!gf || !kt_sched_reserve(ctx->sched, gf)) {
         snprintf(err, errlen, "cannot reserve compute memory: %s", gf ? kt_last_error() : ctx->err);
         goto fail;
@@ -178,7 +179,7 @@ fail:
 void kiln_context_free(struct kiln_context *ctx) {
     if (!ctx) return;
     if (ctx->sched) kt_sched_free(ctx->sched);
-    kiln_kv_free(&ctx->kv);
+    kiln_memory_free(&ctx->mem);
     if (ctx->backend) kt_backend_free(ctx->backend);
     if (ctx->gpu) kt_backend_free(ctx->gpu);
     free(ctx->meta_buf);
@@ -210,7 +211,6 @@ void kiln_set_abort_callback(struct kiln_context *ctx, kiln_abort_fn fn, void *d
 size_t kiln_compute_buffer_size(const struct kiln_context *ctx) {
     return kt_sched_get_buffer_size(ctx->sched, ctx->backend);
 }
-size_t kiln_kv_size_bytes(const struct kiln_context *ctx) { return kt_buffer_size(ctx->kv.buf); }
 
 /* ------------------------------------------------------------------ decode */
 
@@ -236,73 +236,17 @@ static enum kiln_status decode_error(struct kiln_context *ctx, enum kiln_status 
     return code;
 }
 
-static void fill_mask(const struct kiln_context *ctx, const struct kiln_batch *b, int64_t n_kv, float *mask) {
-    const struct kiln_kv_cell *cells = ctx->kv.cells;
-    for (int32_t j = 0; j < b->n_tokens; j++) {
-        uint64_t bit = 1ull << b->seq_id[j];
-        float *row = mask + (size_t)j * (size_t)n_kv;
-        for (int64_t c = 0; c < n_kv; c++)
-            row[c] = (cells[c].seq & bit) && cells[c].pos <= b->pos[j] ? 0.0f : -INFINITY;
-    }
-}
-
-static int cmp_u64(const void *a, const void *b) {
-    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Cells [0, n_kv) by position (empty cells first), ties by cell. Within one sequence
- * positions are distinct, so every token's visible cells come out in position order
- * wherever they sit. A counting sort, O(n_kv + highest position), unless positions
- * run far beyond the cells (a caller's choice): then a comparison sort. */
-static bool fill_order(const struct kiln_context *ctx, int64_t n_kv, int32_t *order) {
-    const struct kiln_kv_cell *cells = ctx->kv.cells;
-    int32_t top = -1;
-    for (int64_t c = 0; c < n_kv; c++) top = cells[c].pos > top ? cells[c].pos : top;
-    if ((int64_t)top > 4 * n_kv + 4096) {
-        uint64_t *key = malloc((size_t)n_kv * sizeof *key);
-        if (!key) return false;
-        for (int64_t c = 0; c < n_kv; c++) key[c] = (uint64_t)(cells[c].pos + 1) << 32 | (uint64_t)c;
-        qsort(key, (size_t)n_kv, sizeof *key, cmp_u64);
-        for (int64_t c = 0; c < n_kv; c++) order[c] = (int32_t)(key[c] & 0xffffffffu);
-        free(key);
-        return true;
-    }
-    int64_t *start = calloc((size_t)top + 2, sizeof *start); /* slot 0: empty cells (pos -1) */
-    if (!start) return false;
-    for (int64_t c = 0; c < n_kv; c++) start[cells[c].pos + 1]++;
-    int64_t at = 0;
-    for (int64_t p = 0; p <= (int64_t)top + 1; p++) {
-        const int64_t n = start[p];
-        start[p] = at;
-        at += n;
-    }
-    for (int64_t c = 0; c < n_kv; c++) order[start[cells[c].pos + 1]++] = (int32_t)c;
-    free(start);
-    return true;
-}
-
-/* Mask, cell order and output ids go straight into the tensors' memory when it is
- * host memory (the CPU backend), else through a scratch copy. */
+/* Output ids go straight into the tensor's memory when it is host memory (the CPU
+ * backend), else through a scratch copy; each memory part fills its own inputs. */
 static bool set_inputs(struct kiln_context *ctx, const struct kiln_batch *b, const struct kiln_graph_in *in,
                        bool all_out) {
-    const int64_t T = in->n_tokens, n_kv = in->n_kv;
-    bool host = in->mask->buffer && kt_buffer_is_host(in->mask->buffer) && in->out_ids->buffer &&
-                kt_buffer_is_host(in->out_ids->buffer) && in->kv_order->buffer &&
-                kt_buffer_is_host(in->kv_order->buffer);
-    float *mask = host ? in->mask->data : malloc(sizeof(float) * (size_t)n_kv * (size_t)T);
+    const int64_t T = in->n_tokens;
+    bool host = in->out_ids->buffer && kt_buffer_is_host(in->out_ids->buffer);
     int32_t *ids = host ? in->out_ids->data : malloc(sizeof(int32_t) * (size_t)in->n_outputs);
-    int32_t *order = host ? in->kv_order->data : malloc(sizeof(int32_t) * (size_t)n_kv);
-    if (!mask || !ids || !order || !fill_order(ctx, n_kv, order)) {
-        if (!host) {
-            free(mask);
-            free(ids);
-            free(order);
-        }
+    if (!ids) {
         snprintf(ctx->err, sizeof ctx->err, "out of memory");
         return false;
     }
-    fill_mask(ctx, b, n_kv, mask);
     int32_t k = 0;
     for (int32_t i = 0; i < T; i++) {
         bool want = all_out ? i == T - 1 : b->logits[i] != 0;
@@ -310,12 +254,15 @@ static bool set_inputs(struct kiln_context *ctx, const struct kiln_batch *b, con
         if (want) ids[k++] = i;
     }
     if (!host) {
-        kt_tensor_set(in->mask, mask, 0, sizeof(float) * (size_t)n_kv * (size_t)T);
         kt_tensor_set(in->out_ids, ids, 0, sizeof(int32_t) * (size_t)in->n_outputs);
-        kt_tensor_set(in->kv_order, order, 0, sizeof(int32_t) * (size_t)n_kv);
-        free(mask);
         free(ids);
-        free(order);
+    }
+    for (int i = 0; i < ctx->mem.n_parts; i++) {
+        const struct kiln_mem_part *p = ctx->mem.parts[i];
+        if (!p->ops->set_inputs(p, b, &in->mem[i])) {
+            snprintf(ctx->err, sizeof ctx->err, "out of memory");
+            return false;
+        }
     }
     return true;
 }
@@ -340,24 +287,21 @@ enum kiln_status kiln_decode(struct kiln_context *ctx, const struct kiln_batch *
     bool all_out = n_out == 0; /* no flags: like llama.cpp, keep the last token's logits */
     if (all_out) n_out = 1;
 
-    int64_t head = kiln_kv_find_slot(&ctx->kv, (uint32_t)T);
-    /* sequences that come and go leave holes: close them when they are what stops us */
-    if (head < 0 && ctx->kv.size - ctx->kv.used >= (uint32_t)T && kiln_kv_defrag(&ctx->kv))
-        head = kiln_kv_find_slot(&ctx->kv, (uint32_t)T);
-    if (head < 0)
-        return decode_error(ctx, KILN_ERR_NO_ROOM, "no room in the KV cache for %d tokens (%u of %u cells used)", T, ctx->kv.used,
-                            ctx->kv.size);
-    struct kiln_kv_cell *cells = ctx->kv.cells;
-    for (int32_t i = 0; i < T; i++) {
-        cells[head + i].pos = b->pos[i];
-        cells[head + i].seq = 1ull << b->seq_id[i];
+    /* every memory part finds cells for the batch (or nothing changes) */
+    int placed = 0;
+    for (; placed < ctx->mem.n_parts; placed++) {
+        struct kiln_mem_part *p = ctx->mem.parts[placed];
+        if (p->ops->place(p, b) != KILN_MEM_OK) {
+            for (int i = placed - 1; i >= 0; i--) ctx->mem.parts[i]->ops->unplace(ctx->mem.parts[i], b, false);
+            return decode_error(ctx, KILN_ERR_NO_ROOM, "no room in the KV cache for %d tokens (its %s part is full; n_ctx %u)", T,
+                                p->ops->kind, kiln_n_ctx(ctx));
+        }
     }
-    ctx->kv.used += (uint32_t)T;
-    int64_t n_kv = kiln_kv_n_kv(&ctx->kv, KV_PAD);
+    bool computed = false;
 
     enum kiln_status st = KILN_ERR_COMPUTE;
     struct kiln_graph_in in;
-    struct kt_cgraph *gf = build_graph(ctx, T, n_kv, n_out, head, &in);
+    struct kt_cgraph *gf = build_graph(ctx, T, n_out, false, &in);
     kt_sched_reset(ctx->sched);
     if (!gf || !kt_sched_alloc_graph(ctx->sched, gf)) {
         if (gf) snprintf(ctx->err, sizeof ctx->err, "cannot allocate the graph: %s", kt_last_error());
@@ -372,6 +316,7 @@ enum kiln_status kiln_decode(struct kiln_context *ctx, const struct kiln_batch *
         st = KILN_ERR_NO_MEMORY;
         goto rollback;
     }
+    computed = true;
     const enum kt_status cs = kt_sched_graph_compute(ctx->sched, gf);
     if (cs == KT_STATUS_ABORTED) {
         snprintf(ctx->err, sizeof ctx->err, "decode aborted by the abort callback");
@@ -389,8 +334,7 @@ enum kiln_status kiln_decode(struct kiln_context *ctx, const struct kiln_batch *
     return KILN_OK;
 
 rollback:
-    for (int32_t i = 0; i < T; i++) cells[head + i] = (struct kiln_kv_cell){.pos = -1, .seq = 0};
-    ctx->kv.used -= (uint32_t)T;
+    for (int i = ctx->mem.n_parts - 1; i >= 0; i--) ctx->mem.parts[i]->ops->unplace(ctx->mem.parts[i], b, computed);
     ctx->n_outputs = 0;
     ctx->n_batch_last = 0;
     return st;

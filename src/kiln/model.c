@@ -1,7 +1,7 @@
 /*
- * model.c - loading a llama-family model from GGUF: architecture row,
- * hyper-parameters from <arch>.* keys (checked for sense), vocabulary, and
- * the weights the row lists checked for type and shape and bound zero-copy
+ * model.c - loading a model from GGUF: architecture row, vocabulary,
+ * hyper-parameters (hparams.c), and the weights the row lists checked for type
+ * and shape (per layer: a layer's own head counts and sizes) and bound zero-copy
  * into the file mapping through a host buffer (the file's pages are the
  * weights); a file tensor the row does not list is refused.
  */
@@ -16,93 +16,6 @@
 
 struct kiln_model_params kiln_model_default_params(void) { return (struct kiln_model_params){0}; }
 
-/* ------------------------------------------------------------------ hyper-parameters */
-
-/* <arch>.<suffix> as an integer; absent -> def (or an error when def < 0) */
-static bool hp_int(const struct gguf_file *g, const char *arch, const char *suffix, int64_t def, int64_t lo,
-                   int64_t hi, int64_t *out, char *err, size_t errlen) {
-    char key[160];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    if (gguf_find_key(g, key) < 0) {
-        if (def < 0) return kiln_errf(err, errlen, "missing hyper-parameter %s", key);
-        *out = def;
-        return true;
-    }
-    int64_t v;
-    if (!gguf_get_int(g, key, &v)) return kiln_errf(err, errlen, "hyper-parameter %s: %s", key, gguf_error(g));
-    if (v < lo || v > hi)
-        return kiln_errf(err, errlen, "hyper-parameter %s = %lld is out of range [%lld, %lld]", key, (long long)v,
-                    (long long)lo, (long long)hi);
-    *out = v;
-    return true;
-}
-
-static bool hp_float(const struct gguf_file *g, const char *arch, const char *suffix, double def, double lo,
-                     double hi, float *out, char *err, size_t errlen) {
-    char key[160];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    if (gguf_find_key(g, key) < 0) {
-        *out = (float)def;
-        return true;
-    }
-    double v;
-    if (!gguf_get_float(g, key, &v)) return kiln_errf(err, errlen, "hyper-parameter %s: %s", key, gguf_error(g));
-    if (!(v >= lo && v <= hi)) return kiln_errf(err, errlen, "hyper-parameter %s = %g is out of range", key, v);
-    *out = (float)v;
-    return true;
-}
-
-static bool load_hparams(struct kiln_model *m, const char *arch, char *err, size_t errlen) {
-    const struct gguf_file *g = m->gguf;
-    struct kiln_hparams *hp = &m->hp;
-    const int64_t big = (int64_t)1 << 31;
-    if (!hp_int(g, arch, "context_length", -1, 1, big, &hp->n_ctx_train, err, errlen) ||
-        !hp_int(g, arch, "embedding_length", -1, 1, 1 << 20, &hp->n_embd, err, errlen) ||
-        !hp_int(g, arch, "block_count", -1, 1, KILN_MAX_LAYERS, &hp->n_layer, err, errlen) ||
-        !hp_int(g, arch, "attention.head_count", -1, 1, 1 << 14, &hp->n_head, err, errlen) ||
-        !hp_int(g, arch, "attention.head_count_kv", hp->n_head, 1, hp->n_head, &hp->n_head_kv, err, errlen) ||
-        !hp_int(g, arch, "feed_forward_length", -1, 1, 1 << 22, &hp->n_ff, err, errlen))
-        return false;
-    if (hp->n_head % hp->n_head_kv != 0)
-        return kiln_errf(err, errlen, "%lld heads cannot be grouped over %lld KV heads", (long long)hp->n_head,
-                    (long long)hp->n_head_kv);
-    int64_t def_head = hp->n_embd % hp->n_head == 0 ? hp->n_embd / hp->n_head : -1;
-    if (!hp_int(g, arch, "attention.key_length", def_head, 2, 1 << 14, &hp->n_embd_head, err, errlen)) {
-        if (def_head < 0)
-            return kiln_errf(err, errlen, "embedding length %lld is not a multiple of %lld heads",
-                        (long long)hp->n_embd, (long long)hp->n_head);
-        return false;
-    }
-    int64_t vlen;
-    if (!hp_int(g, arch, "attention.value_length", hp->n_embd_head, 1, 1 << 14, &vlen, err, errlen)) return false;
-    if (vlen != hp->n_embd_head)
-        return kiln_errf(err, errlen, "value length %lld differs from key length %lld (not supported)", (long long)vlen,
-                    (long long)hp->n_embd_head);
-    if (!hp_int(g, arch, "rope.dimension_count", hp->n_embd_head, 2, hp->n_embd_head, &hp->n_rot, err, errlen))
-        return false;
-    if (hp->n_rot % 2) return kiln_errf(err, errlen, "rope dimension count %lld is odd", (long long)hp->n_rot);
-    if (!hp_float(g, arch, "rope.freq_base", 10000.0, 1e-3, 1e12, &hp->rope_freq_base, err, errlen) ||
-        !hp_float(g, arch, "attention.layer_norm_rms_epsilon", 1e-5, 0.0, 1.0, &hp->norm_rms_eps, err, errlen))
-        return false;
-    /* linear rope scaling: rope.scaling.factor (with scaling.type linear) or the older rope.scale_linear */
-    float factor = 1.0f;
-    char key[160];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
-    struct gguf_str stype = {0};
-    bool has_type = gguf_find_key(g, key) >= 0 && gguf_get_str(g, key, &stype);
-    if (!hp_float(g, arch, "rope.scale_linear", 1.0, 1e-6, 1e6, &factor, err, errlen)) return false;
-    if (!has_type || (stype.len == 6 && !memcmp(stype.ptr, "linear", 6))) {
-        float f2;
-        if (!hp_float(g, arch, "rope.scaling.factor", 0.0, 0.0, 1e6, &f2, err, errlen)) return false;
-        if (f2 > 0.0f) factor = f2;
-    } else if (!(stype.len == 4 && !memcmp(stype.ptr, "none", 4))) {
-        return kiln_errf(err, errlen, "rope scaling type '%.*s' is not supported", (int)(stype.len > 32 ? 32 : stype.len),
-                    stype.ptr);
-    }
-    hp->rope_freq_scale = 1.0f / factor;
-    return true;
-}
-
 /* ------------------------------------------------------------------ tensors */
 
 struct binder {
@@ -114,9 +27,8 @@ struct binder {
     bool *used; /* per file tensor: bound by some spec (a file tensor nobody binds is refused) */
 };
 
-/* Find name in the file, check its type is usable and its shape is exactly ne, bind it. */
-static struct kt_tensor *bind(struct binder *b, const char *name, int n_dims, int64_t ne0, int64_t ne1,
-                              bool optional) {
+/* Find name in the file, check its type is usable and its shape is exactly ne[0..n_dims), bind it. */
+static struct kt_tensor *bind(struct binder *b, const char *name, int n_dims, const int64_t *want, bool optional) {
     struct kiln_model *m = b->m;
     int64_t ti = gguf_find_tensor(m->gguf, name);
     if (ti < 0) {
@@ -125,13 +37,16 @@ static struct kt_tensor *bind(struct binder *b, const char *name, int n_dims, in
     }
     b->used[ti] = true;
     const struct gguf_tensor_info *info = gguf_tensor(m->gguf, ti);
-    const int64_t want[2] = {ne0, ne1};
-    bool ok = info->n_dims <= 2 || (info->ne[2] == 1 && info->ne[3] == 1);
-    for (int i = 0; i < 2 && ok; i++) ok = info->ne[i] == (i < n_dims ? want[i] : 1);
+    bool ok = info->ne[3] == 1;
+    for (int i = 0; i < 3 && ok; i++) ok = info->ne[i] == (i < n_dims ? want[i] : 1);
     if (!ok) {
-        kiln_errf(b->err, b->errlen, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name,
-             (long long)info->ne[0], (long long)info->ne[1], (long long)info->ne[2], (long long)info->ne[3],
-             (long long)ne0, (long long)(n_dims > 1 ? ne1 : 1));
+        char shape[96] = "";
+        for (int i = 0, at = 0; i < (n_dims > 2 ? 3 : 2) && at < (int)sizeof shape; i++)
+            at += snprintf(shape + at, sizeof shape - (size_t)at, "%s%lld", i ? ", " : "",
+                           (long long)(i < n_dims ? want[i] : 1));
+        kiln_errf(b->err, b->errlen, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%s]", name,
+                  (long long)info->ne[0], (long long)info->ne[1], (long long)info->ne[2], (long long)info->ne[3],
+                  shape);
         return NULL;
     }
     const struct kt_type_traits *tr = kt_get_type_traits(info->type);
@@ -157,18 +72,20 @@ static struct kt_tensor *bind(struct binder *b, const char *name, int n_dims, in
  * pages are shared). Absent and optional leaves the field NULL. */
 static bool bind_spec(struct binder *b, const struct kiln_tensor_spec *s, int64_t il, void *base) {
     const struct kiln_hparams *hp = &b->m->hp;
+    const struct kiln_layer_hp *l = s->per_layer ? &b->m->lhp[il] : NULL;
     char name[128];
     if (s->per_layer)
         snprintf(name, sizeof name, "blk.%lld.%s", (long long)il, s->name);
     else
         snprintf(name, sizeof name, "%s", s->name);
-    struct kt_tensor *t = bind(b, name, s->ne1 == KILN_DIM_NONE ? 1 : 2, kiln_dim_size(hp, s->ne0), kiln_dim_size(hp, s->ne1),
-                               s->optional);
+    const int n_dims = s->ne1 == KILN_DIM_NONE ? 1 : s->ne2 == KILN_DIM_NONE ? 2 : 3;
+    const int64_t ne[3] = {kiln_dim_size(hp, l, s->ne0), kiln_dim_size(hp, l, s->ne1), kiln_dim_size(hp, l, s->ne2)};
+    struct kt_tensor *t = bind(b, name, n_dims, ne, s->optional);
     if (!t) return !b->err[0];
     *(struct kt_tensor **)((char *)base + s->field) = t;
     int64_t row0 = 0;
     for (int k = 0; k < 3 && s->split[k].rows != KILN_DIM_NONE; k++) {
-        const int64_t rows = kiln_dim_size(hp, s->split[k].rows);
+        const int64_t rows = kiln_dim_size(hp, l, s->split[k].rows);
         struct kt_tensor *v = kt_view_2d(b->m->wctx, t, t->ne[0], rows, t->nb[1], (size_t)row0 * t->nb[1]);
         if (!v) return kiln_errf(b->err, b->errlen, "tensor '%s': %s", name, kt_last_error());
         kt_format_name(v, "%.40s[%lld:%lld]", name, (long long)row0, (long long)(row0 + rows));
@@ -349,14 +266,7 @@ struct kiln_model *kiln_model_load(const char *path, struct kiln_model_params pa
     if (!m->vocab) goto error;
     if (params.vocab_only) return m;
 
-    if (!load_hparams(m, arch_name, err, errlen)) goto error;
-    int64_t nv = kiln_vocab_n_tokens(m->vocab);
-    if (!hp_int(m->gguf, arch_name, "vocab_size", nv, 1, (int64_t)1 << 31, &m->hp.n_vocab, err, errlen)) goto error;
-    if (m->hp.n_vocab != nv) {
-        kiln_errf(err, errlen, "vocab_size %lld differs from the %lld tokens of the vocabulary", (long long)m->hp.n_vocab,
-             (long long)nv);
-        goto error;
-    }
+    if (!kiln_load_hparams(m, arch_name, kiln_vocab_n_tokens(m->vocab), err, errlen)) goto error;
     if (gguf_n_tensors(m->gguf) == 0) { /* say so, not "missing tensor token_embd.weight" */
         kiln_errf(err, errlen,
                   "%s has no weights: all its tensors are missing (a vocabulary-only file tokenizes but cannot run)",
@@ -375,6 +285,8 @@ error:
 void kiln_model_free(struct kiln_model *m) {
     if (!m) return;
     free(m->layers);
+    free(m->lhp);
+    free(m->fam);
     for (int i = 0; i < 2; i++) kt_buffer_free(m->cpu_buf[i]);
     if (m->gpu_buf) kt_buffer_free(m->gpu_buf);
     if (m->wbuf) kt_buffer_free(m->wbuf);

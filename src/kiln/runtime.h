@@ -11,6 +11,7 @@
 #include "kt-alloc.h"
 #include "kt-backend.h"
 #include "kt.h"
+#include "memory.h"
 
 #define KILN_MAX_LAYERS 512
 
@@ -23,18 +24,40 @@ struct kiln_layer {
     struct kt_tensor *wq, *wk, *wv, *wo;         /* [n_embd, n_q], [n_embd, n_embd_kv] x2, [n_q, n_embd] */
     struct kt_tensor *wqkv;                      /* fused [n_embd, n_q + 2 n_embd_kv] (phi3); wq/wk/wv view it */
     struct kt_tensor *bq, *bk, *bv;              /* q/k/v biases (qwen2) */
-    struct kt_tensor *attn_q_norm, *attn_k_norm; /* [n_embd_head]: RMS norm of each q/k head (qwen3) */
+    struct kt_tensor *attn_q_norm, *attn_k_norm; /* [n_embd_head]: RMS norm of each q/k head (qwen3, gemma) */
+    struct kt_tensor *attn_post_norm;            /* [n_embd]: RMS norm of the attention's output (gemma) */
     struct kt_tensor *ffn_norm;                  /* [n_embd] */
     struct kt_tensor *w_gate, *w_up;             /* [n_embd, n_ff] */
     struct kt_tensor *w_gate_up;                 /* fused [n_embd, 2 n_ff], gate rows then up (phi3) */
     struct kt_tensor *w_down;                    /* [n_ff, n_embd] */
+    struct kt_tensor *ffn_post_norm;             /* [n_embd]: RMS norm of the feed-forward's output (gemma) */
+    struct kt_tensor *out_scale;                 /* [1]: the layer's output times this (gemma4) */
 };
 
 struct kiln_arch;
 
+/* What a layer is; it decides the sequence memory the layer keeps (memory.h). */
+enum kiln_layer_kind {
+    KILN_LAYER_ATTN = 0,    /* causal attention over every earlier position: a full KV cache */
+    KILN_LAYER_ATTN_WINDOW, /* attention over the last n_swa positions: a windowed KV cache */
+    KILN_LAYER_KIND_COUNT,
+};
+
+/* One layer's shape. The public kiln_hparams hold the file's scalar keys (an array's
+ * first entry); families whose layers differ (Gemma 4: other head sizes and KV heads on
+ * windowed layers, per-layer feed-forward widths) are read here. */
+struct kiln_layer_hp {
+    enum kiln_layer_kind kind;
+    int64_t n_head, n_head_kv, n_embd_head, n_rot, n_ff;
+    float rope_freq_base, rope_freq_scale;
+};
+
 struct kiln_model {
     const struct kiln_arch *arch;
     struct kiln_hparams hp;
+    struct kiln_layer_hp *lhp;  /* n_layer */
+    int64_t n_swa;              /* window of the KILN_LAYER_ATTN_WINDOW layers (0: there are none) */
+    void *fam;                  /* the row's family hyper-parameters (its keys, arch/families.h), or NULL */
     char name[128];
     struct gguf_file *gguf;
     struct kiln_vocab *vocab;
@@ -65,16 +88,18 @@ struct kiln_graph_in {
     struct kiln_context *kctx;
     struct kt_tensor *tokens;  /* I32 [n_tokens] */
     struct kt_tensor *pos;     /* I32 [n_tokens] */
-    struct kt_tensor *mask;    /* F32 [n_kv, n_tokens_pad] */
-    struct kt_tensor *kv_order;/* I32 [n_kv]: the cells by position (attention visits them so) */
     struct kt_tensor *out_ids; /* I32 [n_outputs] rows whose logits are wanted */
-    int64_t n_tokens, n_kv, n_outputs;
-    int64_t kv_head; /* first cache cell of this batch */
+    int64_t n_tokens, n_outputs;
+    struct kiln_mem_inputs mem[KILN_MEM_MAX_PARTS]; /* per memory part (memory.h): mask, cell order, cells */
 };
 
-/* A weight's extent in the units of the hyper-parameters. */
+/* ---- the architecture table (arch.c) */
+
+/* A weight's extent in the units of the hyper-parameters; per-layer tensors take
+ * their layer's values (kiln_layer_hp), the others layer 0's. */
 enum kiln_dim {
-    KILN_DIM_NONE = 0, /* 1-D tensors' second dimension */
+    KILN_DIM_NONE = 0, /* a missing dimension: 1 */
+    KILN_DIM_ONE,      /* exactly 1 (a scalar weight such as gemma4's layer_output_scale) */
     KILN_DIM_EMBD,     /* n_embd */
     KILN_DIM_VOCAB,    /* n_vocab */
     KILN_DIM_HEAD,     /* n_embd_head */
@@ -87,14 +112,15 @@ enum kiln_dim {
 };
 
 /* One tensor of an architecture: its GGUF name (per-layer ones without the
- * "blk.N." prefix), shape, whether a file may lack it, and where it is bound:
- * a field of kiln_model or of kiln_layer (by offset). A fused tensor also
- * splits its rows, in order, into views bound to other fields. */
+ * "blk.N." prefix), shape (up to three dimensions: expert stacks are 3-D), whether
+ * a file may lack it, and where it is bound: a field of kiln_model or of
+ * kiln_layer (by offset). A fused tensor also splits its rows, in order, into
+ * views bound to other fields. */
 struct kiln_tensor_spec {
     const char *name;
     bool per_layer;
     bool optional;
-    enum kiln_dim ne0, ne1;
+    enum kiln_dim ne0, ne1, ne2; /* KILN_DIM_NONE ends the shape */
     size_t field;
     struct {
         size_t field;
@@ -102,68 +128,86 @@ struct kiln_tensor_spec {
     } split[3]; /* rows == KILN_DIM_NONE ends the list */
 };
 
-/* One row per architecture: everything that says what it is. The
- * hyper-parameters are the <name>.* keys every row shares (model.c); an
- * absent output.weight means the output is tied to token_embd.weight. */
+/* A family hyper-parameter: <arch>.<name>, read by the generic loader (hparams.c)
+ * into the row's family struct (arch/families.h) at field: an int64_t, float or bool. */
+enum kiln_key_type { KILN_KEY_INT, KILN_KEY_FLOAT, KILN_KEY_BOOL };
+struct kiln_key_spec {
+    const char *name;
+    enum kiln_key_type type;
+    bool required;    /* absent: an error naming it; else def */
+    double def, lo, hi;
+    size_t field;
+};
+
+/* Which layers attend over a window (KILN_LAYER_ATTN_WINDOW) and how their RoPE
+ * differs. The window is <arch>.<window_key>; absent, window_def (0: no windowed
+ * layers; < 0: the key is required). The pattern is <arch>.<pattern_key>: a number
+ * n (layer i windowed when i % n < n - 1: n - 1 local layers, then a global one; 0
+ * or 1: every layer windowed) or a per-layer bool array; absent, pattern_def
+ * (< 0: the key is required). */
+struct kiln_window_spec {
+    const char *window_key;   /* NULL: every layer attends over every position */
+    int64_t window_def;
+    const char *pattern_key;
+    int64_t pattern_def;
+    double freq_base_def;     /* rope.freq_base_swa when absent (0: the global base) */
+    bool global_scaling;      /* windowed layers take the file's rope scaling (else none) */
+};
+
+/* One row per architecture: everything that says what it is. The common
+ * hyper-parameters (context, widths, heads, RoPE, norms) are read for every row;
+ * the row adds its family keys, which layers are windowed, its tensors, the
+ * builder and its graph budget. An absent output.weight means the output is tied
+ * to token_embd.weight. */
 struct kiln_arch {
     const char *name;
     int rope_mode; /* KT_ROPE_NORMAL / KT_ROPE_NEOX */
     const struct kiln_tensor_spec *tensors; /* every tensor a file of this architecture may hold */
     size_t n_tensors;
+    const struct kiln_key_spec *keys;       /* family hyper-parameters, into a struct of fam_size bytes */
+    size_t n_keys, fam_size;
+    struct kiln_window_spec window;
+    /* after every key is read: derived family values, and what the row refuses, by name (may be NULL) */
+    bool (*prepare)(struct kiln_model *m, char *err, size_t errlen);
     /* builds and returns the logits tensor [n_vocab, n_outputs] */
     struct kt_tensor *(*build)(const struct kiln_graph_in *in);
+    int graph_per_layer, graph_extra; /* graph nodes: at most n_layer * per_layer + extra */
 };
 
 const struct kiln_arch *kiln_arch_find(const char *name);
-/* a dimension's size under these hyper-parameters */
-int64_t kiln_dim_size(const struct kiln_hparams *hp, enum kiln_dim d);
+/* a dimension's size for a tensor of layer l (NULL: a global tensor: layer 0's values) */
+int64_t kiln_dim_size(const struct kiln_hparams *hp, const struct kiln_layer_hp *l, enum kiln_dim d);
+/* The common keys (vocab_size checked against the vocabulary's n_vocab tokens), the
+ * layers' kinds and shapes, and the row's family keys (hparams.c). */
+bool kiln_load_hparams(struct kiln_model *m, const char *arch, int64_t n_vocab, char *err, size_t errlen);
 struct kt_tensor *kiln_build_llama(const struct kiln_graph_in *in);
+struct kt_tensor *kiln_build_gemma(const struct kiln_graph_in *in); /* arch/gemma.c */
 
-/* ---- KV cache */
+/* ---- KV cache (the memory's KV kinds: memory.h, kv_cache.c) */
 
 struct kiln_kv_cell {
     int32_t pos;      /* -1: empty */
     uint64_t seq;     /* bit s: sequence s uses this cell */
 };
 
-struct kiln_kv_cache {
-    uint32_t size;    /* cells (n_ctx) */
-    uint32_t used;    /* cells holding at least one sequence */
-    uint32_t n_layer;
-    enum kt_type type_k, type_v;
-    struct kiln_kv_cell *cells;
-    struct kt_context *ctx;
-    struct kt_buffer *buf;
-    struct kt_tensor **k, **v; /* per layer: K [n_embd_kv, size], V [size, n_embd_kv] (trans) or [n_embd_kv, size] */
-};
-
-bool kiln_kv_init(struct kiln_kv_cache *kv, const struct kiln_model *m, uint32_t size, enum kt_type type_k,
-                  enum kt_type type_v, struct kt_buffer_type *buft, char *err, size_t errlen);
-void kiln_kv_free(struct kiln_kv_cache *kv);
 /* Graph side (kv_graph.c): store this batch's k [D, Hkv, T] (contiguous) and v
- * [D*Hkv, T] in layer il's cells [kv_head, kv_head + T) and return what
+ * [D*Hkv, T] in the cells layer il's memory part placed them in and return what
  * attention reads, ordered after those stores: k and v [D, n_kv, Hkv] in the
- * cache's types (one row per cell, for kt_attn_ext). Every builder goes through this. */
-struct kiln_graph_in;
+ * cache's types (one row per cell, for kt_attn_ext), with the part's mask and cell
+ * order. Every builder goes through this. */
 struct kiln_kv_views {
     struct kt_tensor *k, *v;
+    struct kt_tensor *mask, *order;
 };
 struct kiln_kv_views kiln_kv_store(const struct kiln_graph_in *in, int il, struct kt_tensor *k,
                                    struct kt_tensor *v);
-/* first cell of a run of n free cells, or -1 */
-int64_t kiln_kv_find_slot(const struct kiln_kv_cache *kv, uint32_t n);
-/* Move the used cells (K/V data and bookkeeping, order kept) to the front so the
- * free ones form one run; false, the cache unchanged, when memory runs out. */
-bool kiln_kv_defrag(struct kiln_kv_cache *kv);
-/* cells [0, n_kv) cover every used cell, padded */
-uint32_t kiln_kv_n_kv(const struct kiln_kv_cache *kv, uint32_t pad);
 
 /* ---- context */
 
 struct kiln_context {
     const struct kiln_model *model;
     struct kiln_context_params params;
-    struct kiln_kv_cache kv;
+    struct kiln_memory mem;
 
     struct kt_backend *backend; /* the CPU */
     struct kt_backend *gpu;     /* the model's GPU, or NULL */

@@ -9,6 +9,7 @@
 #include "kiln-offline.h"
 #include "quant_mix.h"
 #include "runtime.h"
+#include "synth_family.h"
 
 #include "gguf.h"
 
@@ -19,19 +20,30 @@
 struct preset {
     const char *name;
     int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
+    const char *arch;  /* the architecture without --arch (NULL: llama) */
+    int64_t head_dim;  /* 0: n_embd / n_head */
+    int64_t n_swa;     /* sliding window (Gemma) */
+    /* Gemma's soft-caps: on the small presets near the size of random weights' scores and
+     * logits, so that they bend them (a model that ignored them would not match) */
+    float final_cap, attn_cap;
+    float rope_factor; /* linear RoPE scaling on global layers (0: none) */
+    bool tied;         /* no output.weight: the output is the embedding (as Gemma 3's files) */
 };
 
 /* n_vocab is the synthetic vocabulary's size (a --vocab file brings its own). */
 static const struct preset presets[] = {
-    {"tiny", 64, 2, 4, 2, 128, 512, 256},
+    {"tiny", 64, 2, 4, 2, 128, 512, 256, NULL, 0, 16, 0.3f, 0.5f, 0, false},
     /* grouped-query attention (4 heads per KV head), 8 layers and a feed-forward width
      * that is not a multiple of 256: exercises every branch of the quantization mixes */
-    {"small", 256, 8, 8, 2, 672, 512, 512},
-    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, 2048},
-    {"llama-7b", 4096, 32, 32, 32, 11008, 32000, 4096},
+    {"small", 256, 8, 8, 2, 672, 512, 512, NULL, 0, 32, 0.3f, 0.5f, 0, false},
+    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, 2048, NULL, 0, 1024, 30.0f, 50.0f, 0, false},
+    {"llama-7b", 4096, 32, 32, 32, 11008, 32000, 4096, NULL, 0, 4096, 30.0f, 50.0f, 0, false},
+    /* Gemma 3 4B's shape: head 256 (not n_embd / n_head), window 1024 on 29 of 34 layers,
+     * RoPE scaled by 8 on the global ones, a vocabulary of 262144, the output tied */
+    {"gemma3-4b", 2560, 34, 8, 4, 10240, 262144, 131072, "gemma3", 256, 1024, 0.0f, 0.0f, 8.0f, true},
 };
 
-static const char *const preset_names[] = {"tiny", "small", "tinyllama-1.1b", "llama-7b", NULL};
+static const char *const preset_names[] = {"tiny", "small", "tinyllama-1.1b", "llama-7b", "gemma3-4b", NULL};
 
 const char *const *kiln_synth_presets(void) { return preset_names; }
 
@@ -81,6 +93,7 @@ struct stensor {
 };
 
 struct srun {
+    const char *arch;
     uint64_t seed;
     int n_threads;
     kiln_progress_fn progress;
@@ -109,7 +122,12 @@ static bool gen_rows(void *ctx, int64_t r0, int64_t r1, char *err, size_t errlen
     for (int64_t r = r0; ok && r < r1; r += per) {
         const int64_t nr = r1 - r < per ? r1 - r : per;
         for (int64_t i = 0; i < nr; i++) {
-            if (t->ones)
+            float c;
+            if (kiln_synth_rope_freqs(t->run->arch, t->name, 0, ne0, &c))
+                for (int64_t j = 0; j < ne0; j++) kiln_synth_rope_freqs(t->run->arch, t->name, j, ne0, f + i * ne0 + j);
+            else if (kiln_synth_constant(t->run->arch, t->name, &c))
+                for (int64_t j = 0; j < ne0; j++) f[i * ne0 + j] = c;
+            else if (t->ones)
                 for (int64_t j = 0; j < ne0; j++) f[i * ne0 + j] = 1.0f;
             else random_row(t->run->seed, t->index, r + i, WEIGHT_STD, f + i * ne0, ne0);
         }
@@ -293,7 +311,7 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
     if (!ftype_of(p->type, &ftype))
         return kiln_errf(err, errlen, "type %s is not one synth makes (F32, F16, BF16, Q8_0, Q4_0)", kt_type_name(p->type));
 
-    const char *arch_name = p->arch ? p->arch : "llama";
+    const char *arch_name = p->arch ? p->arch : ps->arch ? ps->arch : "llama";
     const struct kiln_arch *arch = kiln_arch_find(arch_name);
     if (!arch) return kiln_errf(err, errlen, "architecture '%s' is not one kiln runs", arch_name);
 
@@ -301,7 +319,7 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
     if (!w) return kiln_errf(err, errlen, "out of memory");
     char name[96];
     snprintf(name, sizeof name, "synth-%s", ps->name);
-    const int64_t head_dim = ps->n_embd / ps->n_head;
+    const int64_t head_dim = ps->head_dim ? ps->head_dim : ps->n_embd / ps->n_head;
     int64_t n_vocab = ps->n_vocab;
     bool ok = gguf_writer_set_str(w, "general.architecture", arch_name) && gguf_writer_set_str(w, "general.name", name);
     /* <arch>.* hyper-parameters, as model.c reads them */
@@ -320,6 +338,23 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
     if (!ok) kiln_errf(err, errlen, "%s", gguf_writer_error(w));
     if (ok) ok = p->vocab_path ? file_vocab(w, p->vocab_path, &n_vocab, err, errlen)
                                : synth_vocab(w, n_vocab, err, errlen);
+    /* the family's own keys (Gemma: windows, soft-caps, per-layer shapes), and every
+     * layer's shape as the loader will read it back */
+    struct kiln_hparams hp = {.n_embd = ps->n_embd, .n_layer = ps->n_layer, .n_head = ps->n_head,
+                              .n_head_kv = ps->n_head_kv, .n_embd_head = head_dim, .n_ff = ps->n_ff,
+                              .n_rot = head_dim};
+    const struct kiln_synth_shape shape = {ps->n_embd, ps->n_layer, ps->n_head, ps->n_head_kv, ps->n_ff, ps->n_ctx,
+                                           head_dim, ps->n_swa, ps->final_cap, ps->attn_cap, ps->rope_factor};
+    struct kiln_layer_hp *lhp = calloc((size_t)ps->n_layer, sizeof *lhp);
+    if (ok && !lhp) ok = kiln_errf(err, errlen, "out of memory");
+    if (ok) ok = kiln_synth_family(w, arch_name, &shape, &hp, lhp, err, errlen);
+    if (ok && head_dim != ps->n_embd / ps->n_head) {
+        snprintf(key, sizeof key, "%s.attention.key_length", arch_name);
+        ok = gguf_writer_set_u32(w, key, (uint32_t)hp.n_embd_head);
+        snprintf(key, sizeof key, "%s.attention.value_length", arch_name);
+        ok = ok && gguf_writer_set_u32(w, key, (uint32_t)hp.n_embd_head);
+        if (!ok) kiln_errf(err, errlen, "%s", gguf_writer_error(w));
+    }
     /* the file type last, where quantizing puts it: a quantized synth file is then byte for
      * byte the F32 synth file quantized (by kiln or llama.cpp) */
     snprintf(key, sizeof key, "%s.vocab_size", arch_name);
@@ -328,20 +363,20 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
                 gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype)))
         ok = kiln_errf(err, errlen, "%s", gguf_writer_error(w));
 
-    /* The row's required tensors and an untied output.weight (its other optional
-     * ones, e.g. rope_freqs, left out), in llama.cpp's loader order: outside blocks
-     * first, by name within each group. */
-    const struct kiln_hparams hp = {.n_embd = ps->n_embd, .n_layer = ps->n_layer, .n_head = ps->n_head,
-                                    .n_head_kv = ps->n_head_kv, .n_embd_head = head_dim, .n_ff = ps->n_ff,
-                                    .n_vocab = n_vocab, .n_rot = head_dim};
-    const struct kiln_tensor_spec *global[16], *block[16];
+    /* The row's required tensors, an untied output.weight and what else the family's
+     * files hold (synth_family.c), in llama.cpp's loader order: outside blocks first, by
+     * name within each group. */
+    hp.n_vocab = n_vocab;
+    const struct kiln_tensor_spec *global[32], *block[32];
     int64_t n_global = 0, n_block = 0;
     for (size_t i = 0; i < arch->n_tensors; i++) {
         const struct kiln_tensor_spec *sp = &arch->tensors[i];
-        if (sp->optional && strcmp(sp->name, "output.weight")) continue;
+        if (sp->optional && !sp->per_layer &&
+            (!kiln_synth_wants(arch_name, sp, NULL) || (ps->tied && !strcmp(sp->name, "output.weight"))))
+            continue;
         const struct kiln_tensor_spec **list = sp->per_layer ? block : global;
         int64_t *n = sp->per_layer ? &n_block : &n_global;
-        if (*n == 16) {
+        if (*n == 32) {
             ok = kiln_errf(err, errlen, "architecture '%s' has too many tensors for synth", arch_name);
             break;
         }
@@ -349,31 +384,35 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
         for (; j > 0 && strcmp(list[j - 1]->name, sp->name) > 0; j--) list[j] = list[j - 1];
         list[j] = sp;
     }
-    const int64_t n_t = n_global + n_block * ps->n_layer;
-    struct stensor *ts = calloc((size_t)n_t, sizeof *ts);
-    const char **names = calloc((size_t)n_t, sizeof *names);
+    const int64_t n_max = n_global + n_block * ps->n_layer;
+    struct stensor *ts = calloc((size_t)n_max, sizeof *ts);
+    const char **names = calloc((size_t)n_max, sizeof *names);
     size_t done = 0;
     struct srun run = {.seed = p->seed, .n_threads = p->n_threads, .progress = p->progress,
-                       .progress_data = p->progress_data, .done = &done};
+                       .progress_data = p->progress_data, .done = &done, .arch = arch_name};
     if (ok && (!ts || !names)) ok = kiln_errf(err, errlen, "out of memory");
-    for (int64_t i = 0; ok && i < n_t; i++) {
-        struct stensor *t = &ts[i];
+    int64_t n_t = 0;
+    for (int64_t i = 0; ok && i < n_global + n_block * ps->n_layer; i++) {
         const struct kiln_tensor_spec *sp;
+        const struct kiln_layer_hp *l = NULL;
+        struct stensor *t = &ts[n_t];
         if (i < n_global) {
             sp = global[i];
             snprintf(t->name, sizeof t->name, "%s", sp->name);
         } else {
-            int64_t l = (i - n_global) / n_block, k = (i - n_global) % n_block;
+            int64_t il = (i - n_global) / n_block, k = (i - n_global) % n_block;
             sp = block[k];
-            snprintf(t->name, sizeof t->name, "blk.%lld.%s", (long long)l, sp->name);
+            l = &lhp[il];
+            if (sp->optional && !kiln_synth_wants(arch_name, sp, l)) continue;
+            snprintf(t->name, sizeof t->name, "blk.%lld.%s", (long long)il, sp->name);
         }
-        t->ne[0] = kiln_dim_size(&hp, sp->ne0);
-        t->ne[1] = kiln_dim_size(&hp, sp->ne1);
+        t->ne[0] = kiln_dim_size(&hp, l, sp->ne0);
+        t->ne[1] = kiln_dim_size(&hp, l, sp->ne1);
         t->n_dims = sp->ne1 == KILN_DIM_NONE ? 1 : 2;
         t->ones = t->n_dims == 1; /* norms (and biases) of ones */
-        t->index = i;
+        t->index = n_t;
         t->run = &run;
-        names[i] = t->name;
+        names[n_t++] = t->name;
     }
     struct kiln_qmix mix;
     if (ok) kiln_qmix_init(&mix, ftype, false, arch_name, ps->n_layer, ps->n_head, ps->n_head_kv, 0, names, n_t);
@@ -387,6 +426,7 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
     if (ok && !gguf_writer_write(w, out)) ok = kiln_errf(err, errlen, "%s", gguf_writer_error(w));
     free(names);
     free(ts);
+    free(lhp);
     gguf_writer_free(w);
     return ok;
 }

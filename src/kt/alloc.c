@@ -248,6 +248,8 @@ static bool in_place_ok(enum kt_op op, int j) {
     case KT_OP_MUL:
     case KT_OP_DIV:
     case KT_OP_SWIGLU:
+    case KT_OP_GEGLU:
+    case KT_OP_SOFTCAP:
     case KT_OP_SCALE:
     case KT_OP_SQR:
     case KT_OP_SQRT:

@@ -6,6 +6,7 @@
  */
 #include "kt-impl.h"
 
+#include <math.h>
 #include <string.h>
 
 static const char *op_names[KT_OP_COUNT] = {
@@ -24,6 +25,7 @@ static const char *op_names[KT_OP_COUNT] = {
     [KT_OP_CONT] = "CONT",         [KT_OP_GET_ROWS] = "GET_ROWS", [KT_OP_ATTN] = "ATTN",
     [KT_OP_RESHAPE] = "RESHAPE",   [KT_OP_VIEW] = "VIEW",
     [KT_OP_PERMUTE] = "PERMUTE",   [KT_OP_TRANSPOSE] = "TRANSPOSE",
+    [KT_OP_GEGLU] = "GEGLU",       [KT_OP_SOFTCAP] = "SOFTCAP",
 };
 
 const char *kt_op_name(enum kt_op op) {
@@ -545,5 +547,39 @@ struct kt_tensor *kt_concat(struct kt_context *ctx, struct kt_tensor *a, struct 
     }
     struct kt_tensor *t = new_result(ctx, KT_OP_CONCAT, a->type, ne, a, b);
     if (t) t->op_params[0] = dim;
+    return t;
+}
+
+/* ------------------------------------------------------------------ soft-capping and gated GELU (Gemma) */
+
+struct kt_tensor *kt_geglu(struct kt_context *ctx, struct kt_tensor *a, struct kt_tensor *b) {
+    if (!a || !b) return NULL;
+    if (!need_f32("geglu", a) || !need_f32("geglu", b)) return NULL;
+    if (!kt_are_same_shape(a, b)) {
+        kt_set_error("kt_geglu: shapes differ: " SHAPE_FMT " vs " SHAPE_FMT, SHAPE_ARGS(a), SHAPE_ARGS(b));
+        return NULL;
+    }
+    return new_result(ctx, KT_OP_GEGLU, KT_TYPE_F32, a->ne, a, b);
+}
+
+struct kt_tensor *kt_softcap(struct kt_context *ctx, struct kt_tensor *a, float cap) {
+    if (!(cap > 0.0f) || cap == INFINITY) {
+        kt_set_error("kt_softcap: cap %g must be finite and > 0", (double)cap);
+        return NULL;
+    }
+    struct kt_tensor *t = unary(ctx, KT_OP_SOFTCAP, a);
+    if (t) kt_set_op_param_f32(t, 0, cap);
+    return t;
+}
+
+struct kt_tensor *kt_attn_ext_softcap(struct kt_context *ctx, struct kt_tensor *q, struct kt_tensor *k,
+                                      struct kt_tensor *v, struct kt_tensor *mask, struct kt_tensor *order, float scale,
+                                      float softcap) {
+    if (!(softcap > 0.0f) || softcap == INFINITY) {
+        kt_set_error("kt_attn_ext_softcap: softcap %g must be finite and > 0", (double)softcap);
+        return NULL;
+    }
+    struct kt_tensor *t = kt_attn_ext(ctx, q, k, v, mask, order, scale);
+    if (t) kt_set_op_param_f32(t, 1, softcap);
     return t;
 }

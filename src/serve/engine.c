@@ -23,6 +23,7 @@ struct srv_slot {
     bool in_batch;   /* its prompt has a chunk in this step's batch */
     int32_t next;
     int32_t n_gen;
+    int32_t n_lost; /* prompt tokens already counted as recomputed for a sliding window's dropped cells */
     uint64_t last_used, order;
     atomic_int n_cache_pub; /* n_cache for other threads (GET /slots, metrics), set before a task sees its tokens */
 };
@@ -124,8 +125,14 @@ static struct srv_slot *pick_slot(struct srv_engine *e, const struct srv_task *t
 
 /* Called with e->mu held (the slot's public view changes). */
 static void slot_start(struct srv_engine *e, struct srv_slot *s, struct srv_task *t, int32_t lcp) {
-    /* at least the prompt's last token is decoded again: its logits are needed */
+    /* at least the prompt's last token is decoded again: its logits are needed; and no
+     * more is kept than the cache can resume from (a sliding window's cells before the
+     * cut may be gone: those tokens are recomputed) */
     int32_t keep = lcp < t->n_prompt ? lcp : t->n_prompt - 1;
+    const int32_t whole = kiln_kv_seq_resumable(e->ctx, s->id, keep);
+    srv_metrics_window_lost(e->metrics, keep - whole);
+    s->n_lost = keep;
+    keep = whole;
     bool parked = srv_pcache_park(e->pcache, s->id, s->cache, s->n_cache, keep, t->prompt, t->n_prompt);
     srv_metrics_request(e->metrics, keep, s->n_cache > keep && !parked ? s->n_cache - keep : 0,
                         t->n_predict > 0 ? t->n_prompt + t->n_predict : e->n_ctx_slot);
@@ -325,25 +332,40 @@ static void share_prefix(struct srv_engine *e, struct srv_slot *s) {
     int32_t limit = t->n_prompt - 1; /* the last prompt token is decoded here: its logits are needed */
     if (!t->cache_prompt || !e->p.prefix_share || s->n_cache >= limit) return;
     struct srv_slot *from = NULL;
-    int32_t best = s->n_cache;
+    int32_t best = s->n_cache, raw = s->n_cache, lost = 0;
     for (int i = 0; i < e->n_slots; i++) {
         struct srv_slot *o = &e->slots[i];
         if (o == s || o->n_cache <= best) continue;
         int32_t lcp = common_prefix(o->cache, o->n_cache, t->prompt, limit);
+        if (lcp > raw) raw = lcp;
+        /* as far as the other slot's cells let a sequence resume (a sliding window's) */
+        if (lcp > best) lcp = kiln_kv_seq_resumable(e->ctx, o->id, lcp);
         if (lcp > best) {
             best = lcp;
             from = o;
         }
     }
     int32_t from_seq = from ? from->id : -1, pseq = -1;
-    int32_t plcp = srv_pcache_best(e->pcache, t->prompt, limit, &pseq);
+    int32_t plcp = srv_pcache_best(e->pcache, t->prompt, limit, &pseq, &lost);
+    if (plcp + lost > raw) raw = plcp + lost;
     if (plcp > best) {
         best = plcp;
         from_seq = pseq;
     }
-    if (from_seq < 0) return;
     int32_t n0 = s->n_cache;
-    if (!kiln_kv_seq_cp(e->ctx, from_seq, s->id, n0, best)) return;
+    if (from_seq >= 0 && !kiln_kv_seq_cp(e->ctx, from_seq, s->id, n0, best)) from_seq = -1;
+    if (from_seq >= 0) { /* the slot's own cells below n0 and the copied ones must make a whole window */
+        const int32_t whole = kiln_kv_seq_resumable(e->ctx, s->id, best);
+        if (whole < best) kiln_kv_seq_rm(e->ctx, s->id, whole > n0 ? whole : n0, -1);
+        best = whole > n0 ? whole : n0;
+    }
+    /* counted once: a parked copy of the slot's own conversation loses what slot_start counted */
+    const int32_t counted = from_seq >= 0 && best > s->n_lost ? best : s->n_lost > n0 ? s->n_lost : n0;
+    if (raw > counted) {
+        srv_metrics_window_lost(e->metrics, raw - counted);
+        s->n_lost = raw;
+    }
+    if (from_seq < 0 || best == n0) return;
     for (int32_t p = n0; p < best; p++)
         if (!cache_push(s, t->prompt[p])) { /* out of memory: give back what was taken */
             kiln_kv_seq_rm(e->ctx, s->id, n0, -1);

@@ -22,6 +22,7 @@ struct srv_metrics {
     double prompt_s, predicted_s;
     long long n_tokens_max;
     unsigned long long hits, misses, evictions, evicted_tokens, timeouts, rejected, shared, shared_tokens;
+    unsigned long long window_lost, window_lost_tokens; /* prefixes cut short: a sliding window's cells gone */
     unsigned long long ttft_bucket[N_TTFT + 1], ttft_count;
     double ttft_sum;
     struct {
@@ -111,6 +112,14 @@ void srv_metrics_shared(struct srv_metrics *m, int32_t n_tokens, bool was_miss) 
     m->shared++;
     m->shared_tokens += (unsigned long long)n_tokens;
     m->prompt_cached += (unsigned long long)n_tokens;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_window_lost(struct srv_metrics *m, int32_t n_tokens) {
+    if (!m || n_tokens <= 0) return;
+    pthread_mutex_lock(&m->mu);
+    m->window_lost++;
+    m->window_lost_tokens += (unsigned long long)n_tokens;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -229,6 +238,11 @@ char *srv_metrics_render(struct srv_metrics *m, const struct srv_engine_stats *e
            (double)m->shared);
     metric(&o, "kiln_prefix_cache_shared_tokens_total", "counter", "Prompt tokens taken from cells another slot decoded",
            (double)m->shared_tokens);
+    metric(&o, "kiln_prefix_cache_window_recomputed_total", "counter",
+           "Times a cached prefix was cut short because a sliding-window cache no longer held the cells to resume "
+           "from", (double)m->window_lost);
+    metric(&o, "kiln_prefix_cache_window_recomputed_tokens_total", "counter",
+           "Prompt tokens recomputed for that reason instead of reused", (double)m->window_lost_tokens);
     metric(&o, "kiln_requests_timed_out_total", "counter", "Requests stopped by --request-timeout",
            (double)m->timeouts);
     metric(&o, "kiln_requests_rejected_total", "counter", "Requests answered 503 because the queue was full",

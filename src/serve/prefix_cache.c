@@ -4,6 +4,8 @@
  * of the KV cache instead (the cells gain the spare sequence; nothing is
  * copied), where any later prompt may continue from them. Least recently used
  * entries go first: past the --cache-ram budget, or when a decode needs cells.
+ * An entry is continued from only as far as the cache can resume it (a sliding-window
+ * cache lets the cells before a cut go).
  */
 #include "serve_impl.h"
 
@@ -141,17 +143,22 @@ bool srv_pcache_park(struct srv_prefix_cache *pc, int32_t seq, const int32_t *to
     return true;
 }
 
-int32_t srv_pcache_best(struct srv_prefix_cache *pc, const int32_t *prompt, int32_t limit, int32_t *seq) {
+int32_t srv_pcache_best(struct srv_prefix_cache *pc, const int32_t *prompt, int32_t limit, int32_t *seq,
+                        int32_t *lost) {
     struct pc_entry *best = NULL;
-    int32_t best_n = 0;
+    int32_t best_n = 0, best_raw = 0;
     for (int i = 0; pc && i < pc->n_entries; i++) {
         struct pc_entry *en = &pc->e[i];
         int32_t lcp = en->n ? common_prefix(en->tokens, en->n, prompt, limit) : 0;
+        if (lcp > best_raw) best_raw = lcp;
+        /* a cut inside the entry resumes only where a sliding window's cells are still held */
+        if (lcp > best_n) lcp = kiln_kv_seq_resumable(pc->ctx, en->seq, lcp);
         if (lcp > best_n) {
             best_n = lcp;
             best = en;
         }
     }
+    if (lost) *lost = best_raw - best_n;
     if (!best) return 0;
     best->last_used = ++pc->tick;
     *seq = best->seq;

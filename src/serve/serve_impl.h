@@ -230,6 +230,9 @@ void srv_engine_set_metrics(struct srv_engine *e, struct srv_metrics *m);
 void srv_engine_stats(struct srv_engine *e, struct srv_engine_stats *out);
 /* An entry of the prefix cache was dropped (n_tokens tokens). */
 void srv_metrics_evicted(struct srv_metrics *m, int32_t n_tokens);
+/* n_tokens of a cached prefix recomputed instead of reused: a sliding-window cache no
+ * longer held the cells needed to resume after them (kiln_kv_seq_resumable). */
+void srv_metrics_window_lost(struct srv_metrics *m, int32_t n_tokens);
 
 /* ---- the prefix cache (prefix_cache.c): runs of tokens parked on spare sequences
  * [first_seq, first_seq + n_seqs), budget_mib of KV cells (-1: no limit); used by the
@@ -244,8 +247,11 @@ void srv_pcache_set_metrics(struct srv_prefix_cache *pc, struct srv_metrics *m);
  * true when they are held now. */
 bool srv_pcache_park(struct srv_prefix_cache *pc, int32_t seq, const int32_t *tokens, int32_t n, int32_t keep,
                      const int32_t *want, int32_t n_want);
-/* The longest prefix of prompt[0, limit) an entry holds, its sequence in *seq (0: none). */
-int32_t srv_pcache_best(struct srv_prefix_cache *pc, const int32_t *prompt, int32_t limit, int32_t *seq);
+/* The longest prefix of prompt[0, limit) an entry holds and can resume from (a sliding-window
+ * cache may have let the cells before a shorter cut go), its sequence in *seq (0: none);
+ * *lost (if not NULL): how much longer the match was by tokens alone. */
+int32_t srv_pcache_best(struct srv_prefix_cache *pc, const int32_t *prompt, int32_t limit, int32_t *seq,
+                        int32_t *lost);
 /* Drop the least recently used entry; false when none is left. */
 bool srv_pcache_evict_lru(struct srv_prefix_cache *pc);
 long long srv_pcache_tokens(const struct srv_prefix_cache *pc);

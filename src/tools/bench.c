@@ -165,9 +165,15 @@ static void print_samples(const double *ns, int reps, int n, bool ts) {
     printf("]");
 }
 
+/* the KV cache's bytes, and what it would take if every layer kept every position */
+struct kv_info {
+    uint32_t n_ctx;
+    size_t bytes, full;
+};
+
 static void print_results(enum output out, const struct result *res, int n_res, int reps, const char *path,
                           const char *desc, const char *backends, size_t msize, int64_t n_params, int n_batch,
-                          const char *test_time) {
+                          const char *test_time, const struct kv_info *kv) {
     if (out == OUT_MD) {
         printf("| model | size | params | backend | threads | test | t/s |\n");
         printf("| --- | ---: | ---: | --- | ---: | --- | ---: |\n");
@@ -191,6 +197,12 @@ static void print_results(enum output out, const struct result *res, int n_res, 
                        gpu ? "host " : "", res[i].bw, res[i].n_threads, BW_PASSES, BW_BYTES >> 20,
                        gpu ? " on the CPU alone" : "", res[i].bw * 1e9 / (double)msize);
         }
+        /* sliding-window layers keep a window's cells, not the context's */
+        printf("KV cache at n_ctx %u: %.2f MiB", kv->n_ctx, (double)kv->bytes / 1048576.0);
+        if (kv->full != kv->bytes)
+            printf(" (every layer over every position: %.2f MiB; %.1f%%)", (double)kv->full / 1048576.0,
+                   100.0 * (double)kv->bytes / (double)kv->full);
+        printf("\n");
         return;
     }
     if (out == OUT_CSV)
@@ -222,7 +234,8 @@ static void print_results(enum output out, const struct result *res, int n_res, 
         print_samples(r->samples_ns, reps, 0, false);
         printf(", \"samples_ts\": ");
         print_samples(r->samples_ns, reps, r->n_prompt + r->n_gen, true);
-        printf(", \"mem_read_gbs\": %.2f}%s\n", r->bw, i + 1 < n_res ? "," : "");
+        printf(", \"mem_read_gbs\": %.2f, \"n_ctx\": %u, \"kv_bytes\": %zu, \"kv_full_bytes\": %zu}%s\n", r->bw,
+               kv->n_ctx, kv->bytes, kv->full, i + 1 < n_res ? "," : "");
     }
     if (out == OUT_JSON) printf("]\n");
 }
@@ -374,8 +387,9 @@ int cmd_bench(int argc, char **argv) {
     kiln_model_desc(ma.model, desc, sizeof desc);
     const time_t now = time(NULL);
     strftime(test_time, sizeof test_time, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    const struct kv_info kv = {kiln_n_ctx(ma.ctx), kiln_kv_size_bytes(ma.ctx), kiln_kv_size_bytes_full(ma.ctx)};
     print_results(out, res, n_res, reps, ma.model_path, desc, kiln_model_backends(ma.model), kiln_model_size(ma.model),
-                  kiln_model_n_params(ma.model), n_batch, test_time);
+                  kiln_model_n_params(ma.model), n_batch, test_time, &kv);
     rc = EXIT_OK;
 done:
     kiln_batch_free(&batch);

@@ -19,9 +19,11 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: kiln synth --preset NAME -o OUT.gguf [options]\n\n"
                "  --preset NAME      tiny (2 layers, 64 embd), small (8 layers, 256 embd, GQA 4),\n"
-               "                     tinyllama-1.1b, llama-7b\n"
+               "                     tinyllama-1.1b, llama-7b, gemma3-4b (gemma3 unless --arch says)\n"
                "  -o, --output FILE  the GGUF file to write\n"
-               "  --arch NAME        llama (default), qwen2, qwen3, phi3: that architecture's tensors\n"
+               "  --arch NAME        llama (default), qwen2, qwen3, phi3, gemma2, gemma3, gemma4: that\n"
+               "                     architecture's tensors and keys (Gemma: a sliding window of 16 tokens\n"
+               "                     on tiny, 32 on small)\n"
                "  --type TYPE        F32, F16 (default), BF16, Q8_0, Q4_0 (llama.cpp's mix for that type)\n"
                "  --vocab FILE       take the tokenizer from this GGUF file (default: a synthetic\n"
                "                     byte-fallback SentencePiece vocabulary)\n"

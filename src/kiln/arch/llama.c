@@ -18,8 +18,9 @@ static struct kt_tensor *attention(const struct kiln_graph_in *in, int il, struc
     struct kt_context *ctx = in->ctx;
     const struct kiln_model *m = in->model;
     const struct kiln_hparams *hp = &m->hp;
+    const struct kiln_layer_hp *lh = &m->lhp[il];
     const struct kiln_layer *L = &m->layers[il];
-    const int64_t T = in->n_tokens, D = hp->n_embd_head, H = hp->n_head, Hkv = hp->n_head_kv;
+    const int64_t T = in->n_tokens, D = lh->n_embd_head, H = lh->n_head, Hkv = lh->n_head_kv;
 
     struct kt_tensor *q = kt_mul_mat(ctx, L->wq, cur); /* [D*H, T] */
     struct kt_tensor *k = kt_mul_mat(ctx, L->wk, cur); /* [D*Hkv, T] */
@@ -29,11 +30,11 @@ static struct kt_tensor *attention(const struct kiln_graph_in *in, int il, struc
         k = kt_add(ctx, k, L->bk);
         v = kt_add(ctx, v, L->bv);
     }
-    struct kt_rope_params rp = {.n_dims = (int32_t)hp->n_rot,
+    struct kt_rope_params rp = {.n_dims = (int32_t)lh->n_rot,
                                 .mode = m->arch->rope_mode,
                                 .n_ctx_orig = (int32_t)hp->n_ctx_train,
-                                .freq_base = hp->rope_freq_base,
-                                .freq_scale = hp->rope_freq_scale};
+                                .freq_base = lh->rope_freq_base,
+                                .freq_scale = lh->rope_freq_scale};
     q = kt_reshape_3d(ctx, q, D, H, T);   /* [D, H, T] */
     k = kt_reshape_3d(ctx, k, D, Hkv, T); /* [D, Hkv, T] */
     if (L->attn_q_norm) { /* qwen3: each head RMS-normed before RoPE */
@@ -47,7 +48,7 @@ static struct kt_tensor *attention(const struct kiln_graph_in *in, int il, struc
      * attention op over the cells the mask leaves to each token, taken by position, so
      * that where a sequence's cells sit never changes its result */
     const struct kiln_kv_views kv = kiln_kv_store(in, il, k, v);
-    struct kt_tensor *att = kt_attn_ext(ctx, q, kv.k, kv.v, in->mask, in->kv_order, 1.0f / sqrtf((float)D)); /* [D, H, T] */
+    struct kt_tensor *att = kt_attn_ext(ctx, q, kv.k, kv.v, kv.mask, kv.order, 1.0f / sqrtf((float)D)); /* [D, H, T] */
     return kt_mul_mat(ctx, L->wo, kt_reshape_2d(ctx, att, D * H, T));
 }
 

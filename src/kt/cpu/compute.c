@@ -56,6 +56,8 @@ const struct kt_cpu_op kt_cpu_ops[KT_OP_COUNT] = {
     [KT_OP_CONCAT] = {.fn = kt_cpu_concat},
     [KT_OP_GET_ROWS] = {.fn = kt_cpu_get_rows},
     [KT_OP_ATTN] = {.fn = kt_cpu_attn, .work_size = kt_cpu_attn_work_size},
+    [KT_OP_GEGLU] = {.fn = kt_cpu_geglu},
+    [KT_OP_SOFTCAP] = {.fn = kt_cpu_softcap},
     /* RESHAPE, VIEW, PERMUTE, TRANSPOSE: nothing to compute */
 };
 

@@ -83,6 +83,8 @@ void kt_cpu_concat(const struct kt_compute_params *p, struct kt_tensor *dst);
 void kt_cpu_get_rows(const struct kt_compute_params *p, struct kt_tensor *dst);
 void kt_cpu_attn(const struct kt_compute_params *p, struct kt_tensor *dst); /* ops_attn.c */
 size_t kt_cpu_attn_work_size(const struct kt_tensor *dst, int n_threads);
+void kt_cpu_geglu(const struct kt_compute_params *p, struct kt_tensor *dst);   /* ops_tanh.c */
+void kt_cpu_softcap(const struct kt_compute_params *p, struct kt_tensor *dst); /* ops_tanh.c */
 
 size_t kt_cpu_mul_mat_work_size(const struct kt_tensor *dst, int n_threads);
 bool kt_cpu_cpy_supports(const struct kt_tensor *dst);

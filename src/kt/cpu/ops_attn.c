@@ -2,8 +2,8 @@
  * ops_attn.c - fused attention on the CPU (KT_OP_ATTN): for each token and
  * group of query heads sharing a k/v head, the cells the mask leaves finite
  * are listed in the order the op's order input gives (cell order without
- * one), their scores q.k * scale + mask computed (each k row read once for
- * the group), softmax taken over that packed list, and the v rows of the list
+ * one), their scores q.k * scale (soft-capped when the op says so) + mask
+ * computed (each k row read once for the group), softmax taken over that packed list, and the v rows of the list
  * summed in its order. Nothing is summed over a masked cell, not even a zero:
  * a sequence's result depends only on its own cells in their listed order,
  * never on where in the cache they sit or what lies between them (the
@@ -70,14 +70,15 @@ static void axpy(float *o, float p, const float *v, int64_t D, bool simd) {
 void kt_cpu_attn(const struct kt_compute_params *p, struct kt_tensor *dst) {
     const struct kt_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *mask = dst->src[3];
     const int32_t *order = dst->src[4] ? (const int32_t *)dst->src[4]->data : NULL;
-    const float scale = kt_get_op_param_f32(dst, 0);
+    const float scale = kt_get_op_param_f32(dst, 0), cap = kt_get_op_param_f32(dst, 1);
     const int64_t D = q->ne[0], H = q->ne[1], T = q->ne[2], n_kv = k->ne[1], Hkv = k->ne[2], G = H / Hkv;
     const bool simd = kt_cpu_ops_use_avx512() && D % 16 == 0;
 
     uint8_t *w = (uint8_t *)(((uintptr_t)p->wdata + 63) & ~(uintptr_t)63) + per_thread(n_kv, G, D) * (size_t)p->ith;
     int32_t *idx = (int32_t *)w;
     float *madd = (float *)(idx + n_kv), *s = madd + n_kv, *pr = s + G * n_kv, *row = pr + G * n_kv, *o = row + 16 * D;
-    const bool f16 = simd && k->type == KT_TYPE_F16 && v->type == KT_TYPE_F16;
+    /* soft-capped scores go through the generic loop (the AVX-512 unit does not cap) */
+    const bool f16 = simd && k->type == KT_TYPE_F16 && v->type == KT_TYPE_F16 && cap == 0.0f;
 
     /* Units (token, k/v head) go round the threads; a token's cell list serves all its
      * units, so with a token per thread and more (T >= nth) a thread takes whole tokens
@@ -122,8 +123,10 @@ void kt_cpu_attn(const struct kt_compute_params *p, struct kt_tensor *dst) {
         for (int64_t j = 0; j < n; j++) {
             load_row(k, (const char *)k->data + idx[j] * k->nb[1] + kh * k->nb[2], row, D);
             const float add = madd[j];
-            for (int64_t g = 0; g < G; g++)
-                s[g * n_kv + j] = dot((const float *)((const char *)qh + g * q->nb[1]), row, D, simd) * scale + add;
+            for (int64_t g = 0; g < G; g++) {
+                const float sc = dot((const float *)((const char *)qh + g * q->nb[1]), row, D, simd) * scale;
+                s[g * n_kv + j] = (cap != 0.0f ? cap * tanhf(sc / cap) : sc) + add;
+            }
         }
         for (int64_t g = 0; g < G; g++) {
             if (n) softmax(n, pr + g * n_kv, s + g * n_kv, simd);

@@ -201,9 +201,10 @@ static bool cu_supports_op(const struct kt_backend *, const struct kt_tensor *op
     switch (op->op) {
     case KT_OP_NONE: case KT_OP_RESHAPE: case KT_OP_VIEW: case KT_OP_PERMUTE: case KT_OP_TRANSPOSE:
         return true;
-    case KT_OP_ADD: case KT_OP_SUB: case KT_OP_MUL: case KT_OP_DIV: case KT_OP_SWIGLU:
+    case KT_OP_ADD: case KT_OP_SUB: case KT_OP_MUL: case KT_OP_DIV: case KT_OP_SWIGLU: case KT_OP_GEGLU:
         return f32(op) && f32(a) && f32(b);
     case KT_OP_SCALE: case KT_OP_SQR: case KT_OP_SQRT: case KT_OP_SILU: case KT_OP_GELU: case KT_OP_RELU:
+    case KT_OP_SOFTCAP:
         return f32(op) && f32(a);
     case KT_OP_NORM: case KT_OP_RMS_NORM:
         return f32(op) && f32(a);
@@ -228,7 +229,9 @@ static bool cu_supports_op(const struct kt_backend *, const struct kt_tensor *op
                (kt_blck_size(a->type) == 1 || a->nb[0] == kt_type_size(a->type));
     case KT_OP_ATTN: {
         const struct kt_tensor *k = op->src[1], *v = op->src[2], *m = op->src[3], *o = op->src[4];
-        return f32(op) && f32(a) && a->ne[0] <= 256 && kt_cu_type_readable(k->type) &&
+        /* the attention kernels do not soft-cap their scores (Gemma 2): those stay on the CPU */
+        return f32(op) && f32(a) && a->ne[0] <= 256 && kt_get_op_param_f32(op, 1) == 0.0f &&
+               kt_cu_type_readable(k->type) &&
                kt_cu_type_readable(v->type) && k->nb[0] == kt_type_size(k->type) &&
                v->nb[0] == kt_type_size(v->type) && (!m || f32(m)) && (!o || (o->type == KT_TYPE_I32 && kt_is_contiguous(o)));
     }
@@ -255,8 +258,11 @@ static enum kt_status cu_compute_node(struct cu_backend *c, cudaStream_t s, stru
     struct kt_tensor *a = t->src[0], *b = t->src[1];
     const kt_cu_t d = kt_cu_desc(t);
     switch (t->op) {
-    case KT_OP_ADD: case KT_OP_SUB: case KT_OP_MUL: case KT_OP_DIV: case KT_OP_SWIGLU:
+    case KT_OP_ADD: case KT_OP_SUB: case KT_OP_MUL: case KT_OP_DIV: case KT_OP_SWIGLU: case KT_OP_GEGLU:
         kt_cu_binary(s, t->op, d, kt_cu_desc(a), kt_cu_desc(b));
+        break;
+    case KT_OP_SOFTCAP:
+        kt_cu_unary(s, t->op, d, kt_cu_desc(a), kt_get_op_param_f32(t, 0), 0.0f);
         break;
     case KT_OP_SCALE:
         kt_cu_unary(s, t->op, d, kt_cu_desc(a), kt_get_op_param_f32(t, 0), kt_get_op_param_f32(t, 1));

@@ -50,8 +50,13 @@ static int64_t nelem(const kt_cu_t &t) { return t.ne[0] * t.ne[1] * t.ne[2] * t.
 
 /* ------------------------------------------------------------------ element-wise */
 
+__device__ __forceinline__ float gelu_tanh(float x) {
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * x * (1.0f + 0.044715f * x * x)));
+}
+
 __device__ __forceinline__ float binop(int op, float x, float y) {
     switch (op) {
+    case KT_OP_GEGLU: return gelu_tanh(x) * y;
     case KT_OP_ADD: return x + y;
     case KT_OP_SUB: return x - y;
     case KT_OP_MUL: return x * y;
@@ -110,9 +115,8 @@ __global__ void k_unary(int op, kt_cu_t d, kt_cu_t a, float p0, float p1, int64_
     case KT_OP_SQRT: r = sqrtf(x); break;
     case KT_OP_SILU: r = x / (1.0f + expf(-x)); break;
     case KT_OP_RELU: r = x > 0.0f ? x : 0.0f; break;
-    default: /* GELU, tanh approximation */
-        r = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * x * (1.0f + 0.044715f * x * x)));
-        break;
+    case KT_OP_SOFTCAP: r = p0 * tanhf(x / p0); break;
+    default: r = gelu_tanh(x); break; /* GELU, tanh approximation */
     }
     *(float *)(d.data + off4(d, i[0], i[1], i[2], i[3])) = r;
 }
