@@ -89,7 +89,9 @@ enum kt_type {
     /* 31..33: retired repacked Q4_0 variants */
     KT_TYPE_TQ1_0 = 34,
     KT_TYPE_TQ2_0 = 35,
-    KT_TYPE_COUNT = 39,
+    /* 36..38: retired repacked IQ4_NL variants */
+    KT_TYPE_MXFP4 = 39, /* OCP microscaling FP4: 32 E2M1 values, one E8M0 scale */
+    KT_TYPE_COUNT = 40,
 };
 
 typedef uint16_t kt_fp16_t;
