@@ -191,6 +191,16 @@ enum kt_op {
                            first, so a sequence's result depends on its cells' order in that list and on
                            nothing else: not on which other cells lie between its own, nor, with an order
                            by position, on where its cells sit; params: float scale */
+    /* ---- mixtures of experts (MoE feed-forward, gpt-oss) */
+    KT_OP_MUL_MAT_ID,   /* src0 [K,M,n_expert] (one weight matrix per expert, any type), src1 F32 [K,n_b,T],
+                           src2 I32 ids [n_used,T] (n_used a multiple of n_b) -> F32 [M,n_used,T]: column (j, t)
+                           is expert ids[j,t]'s matrix times src1's row (j % n_b, t); an id outside
+                           [0, n_expert) gives zeros. Each element is one dot product as in MUL_MAT */
+    KT_OP_TOP_K,        /* src0 F32 [n,rows...] -> I32 [k,rows...]: per row the indices of the k largest values,
+                           largest first, equal values by lower index, NaN below everything; params: int32 k */
+    KT_OP_SWIGLU_OAI,   /* gpt-oss's clamped SwiGLU: g = min(src0, limit), u = clamp(src1, -limit, limit),
+                           out = g * sigmoid(alpha * g) * (u + 1), same shapes; params: float alpha, limit */
+    /* ---- */
     KT_OP_RESHAPE,      /* no-op views: no kernel */
     KT_OP_VIEW,
     KT_OP_PERMUTE,
@@ -371,6 +381,18 @@ struct kt_tensor *kt_relu(struct kt_context *ctx, struct kt_tensor *a);
 struct kt_tensor *kt_swiglu(struct kt_context *ctx, struct kt_tensor *a, struct kt_tensor *b);
 struct kt_tensor *kt_concat(struct kt_context *ctx, struct kt_tensor *a, struct kt_tensor *b, int dim);
 struct kt_tensor *kt_get_rows(struct kt_context *ctx, struct kt_tensor *a, struct kt_tensor *ids);
+
+/* ---- mixtures of experts (the ops' contracts are in the op list) */
+
+/* KT_OP_MUL_MAT_ID: as [K,M,n_expert] weights, b F32 [K,n_b,T], ids I32 [n_used,T]. */
+struct kt_tensor *kt_mul_mat_id(struct kt_context *ctx, struct kt_tensor *as, struct kt_tensor *b,
+                                struct kt_tensor *ids);
+/* KT_OP_TOP_K: 1 <= k <= a->ne[0]. */
+struct kt_tensor *kt_top_k(struct kt_context *ctx, struct kt_tensor *a, int k);
+/* KT_OP_SWIGLU_OAI: alpha > 0, limit > 0. */
+struct kt_tensor *kt_swiglu_oai(struct kt_context *ctx, struct kt_tensor *gate, struct kt_tensor *up, float alpha,
+                                float limit);
+/* ---- */
 
 /* op_params helpers */
 static inline float kt_get_op_param_f32(const struct kt_tensor *t, int i) {

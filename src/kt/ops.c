@@ -24,6 +24,8 @@ static const char *op_names[KT_OP_COUNT] = {
     [KT_OP_CONT] = "CONT",         [KT_OP_GET_ROWS] = "GET_ROWS", [KT_OP_ATTN] = "ATTN",
     [KT_OP_RESHAPE] = "RESHAPE",   [KT_OP_VIEW] = "VIEW",
     [KT_OP_PERMUTE] = "PERMUTE",   [KT_OP_TRANSPOSE] = "TRANSPOSE",
+    /* mixtures of experts (ops_moe.c) */
+    [KT_OP_MUL_MAT_ID] = "MUL_MAT_ID", [KT_OP_TOP_K] = "TOP_K", [KT_OP_SWIGLU_OAI] = "SWIGLU_OAI",
 };
 
 const char *kt_op_name(enum kt_op op) {

@@ -53,6 +53,11 @@ const struct kt_cpu_op kt_cpu_ops[KT_OP_COUNT] = {
     [KT_OP_CONCAT] = {.fn = kt_cpu_concat},
     [KT_OP_GET_ROWS] = {.fn = kt_cpu_get_rows},
     [KT_OP_ATTN] = {.fn = kt_cpu_attn, .work_size = kt_cpu_attn_work_size},
+    /* mixtures of experts */
+    [KT_OP_MUL_MAT_ID] = {.fn = kt_cpu_mul_mat_id, .work_size = kt_cpu_mul_mat_id_work_size,
+                          .supports = kt_cpu_mul_mat_id_supports},
+    [KT_OP_TOP_K] = {.fn = kt_cpu_top_k},
+    [KT_OP_SWIGLU_OAI] = {.fn = kt_cpu_swiglu_oai},
     /* RESHAPE, VIEW, PERMUTE, TRANSPOSE: nothing to compute */
 };
 

@@ -84,6 +84,13 @@ void kt_cpu_get_rows(const struct kt_compute_params *p, struct kt_tensor *dst);
 void kt_cpu_attn(const struct kt_compute_params *p, struct kt_tensor *dst); /* ops_attn.c */
 size_t kt_cpu_attn_work_size(const struct kt_tensor *dst, int n_threads);
 
+/* mixtures of experts: mul_mat_id.c (the expert product), ops_moe.c (top_k, swiglu_oai) */
+void kt_cpu_mul_mat_id(const struct kt_compute_params *p, struct kt_tensor *dst);
+size_t kt_cpu_mul_mat_id_work_size(const struct kt_tensor *dst, int n_threads);
+bool kt_cpu_mul_mat_id_supports(const struct kt_tensor *dst);
+void kt_cpu_top_k(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_swiglu_oai(const struct kt_compute_params *p, struct kt_tensor *dst);
+
 size_t kt_cpu_mul_mat_work_size(const struct kt_tensor *dst, int n_threads);
 bool kt_cpu_cpy_supports(const struct kt_tensor *dst);
 bool kt_cpu_mul_mat_supports(const struct kt_tensor *dst);
