@@ -140,8 +140,9 @@ static double time_kiln(enum op op, const struct shape *s, int reps, int threads
     } else if (op == OP_ROPE) {
         struct kt_tensor *pos = kt_new_tensor_1d(ctx, KT_TYPE_I32, s->d2);
         for (int64_t i = 0; i < s->d2; i++) ((int32_t *)pos->data)[i] = (int32_t)i;
-        out =
-            kt_rope(ctx, a, pos, (struct kt_rope_params){(int32_t)s->d0, KT_ROPE_NORMAL, 0, 10000.0f, 1.0f});
+        out = kt_rope(ctx, a, pos,
+                      (struct kt_rope_params){
+                          .n_dims = (int32_t)s->d0, .mode = KT_ROPE_NORMAL, .freq_base = 10000.0f, .freq_scale = 1.0f});
     } else if (op == OP_RMS_NORM) {
         out = kt_rms_norm(ctx, a, 1e-5f);
     } else if (op == OP_MUL) {

@@ -51,10 +51,11 @@ enum kiln_ftype {
     KILN_FTYPE_MOSTLY_IQ4_NL = 25,
     KILN_FTYPE_MOSTLY_IQ4_XS = 30,
     KILN_FTYPE_MOSTLY_BF16 = 32,
+    KILN_FTYPE_MOSTLY_MXFP4_MOE = 38, /* expert stacks MXFP4, other matrices Q8_0 */
 };
 
 /* "Q4_K_M", "q8_0", "F16" ... (case-insensitive; Q3_K/Q4_K/Q5_K mean the _M mix,
- * as in llama-quantize). false if unknown. */
+ * as in llama-quantize; MXFP4 means MXFP4_MOE). false if unknown. */
 bool kiln_ftype_from_name(const char *name, enum kiln_ftype *out);
 const char *kiln_ftype_name(enum kiln_ftype ftype); /* "Q4_K_M"; "?" if unknown */
 

@@ -89,7 +89,9 @@ enum kt_type {
     /* 31..33: retired repacked Q4_0 variants */
     KT_TYPE_TQ1_0 = 34,
     KT_TYPE_TQ2_0 = 35,
-    KT_TYPE_COUNT = 39,
+    /* 36..38: retired repacked IQ4_NL variants */
+    KT_TYPE_MXFP4 = 39, /* OCP microscaling FP4: 32 E2M1 values, one E8M0 scale */
+    KT_TYPE_COUNT = 40,
 };
 
 typedef uint16_t kt_fp16_t;
@@ -193,6 +195,16 @@ enum kt_op {
     KT_OP_CONCAT,       /* src0 ++ src1 along dim; params: int32 dim */
     KT_OP_CONT,         /* contiguous copy of (possibly strided) src0, same type */
     KT_OP_GET_ROWS,     /* src0 [n0,rows,a2,a3] any type, src1 I32 [n,a2,a3] -> F32 [n0,n,a2,a3] */
+    /* ---- mixtures of experts (MoE feed-forward, gpt-oss) */
+    KT_OP_MUL_MAT_ID,   /* src0 [K,M,n_expert] (one weight matrix per expert, any type), src1 F32 [K,n_b,T],
+                           src2 I32 ids [n_used,T] (n_used a multiple of n_b) -> F32 [M,n_used,T]: column (j, t)
+                           is expert ids[j,t]'s matrix times src1's row (j % n_b, t); an id outside
+                           [0, n_expert) gives zeros. Each element is one dot product as in MUL_MAT */
+    KT_OP_TOP_K,        /* src0 F32 [n,rows...] -> I32 [k,rows...]: per row the indices of the k largest values,
+                           largest first, equal values by lower index, NaN below everything; params: int32 k */
+    KT_OP_SWIGLU_OAI,   /* gpt-oss's clamped SwiGLU: g = min(src0, limit), u = clamp(src1, -limit, limit),
+                           out = g * sigmoid(alpha * g) * (u + 1), same shapes; params: float alpha, limit */
+    /* ---- */
     KT_OP_ATTN,         /* fused attention: src0 q F32 [D,H,T], src1 k and src2 v [D,n_kv,Hkv] (rows of any
                            type with to_float), src3 mask F32 [n_kv, >=T] (optional), src4 order I32 [n_kv]
                            (optional) -> F32 [D,H,T]; per (token, head) softmax(q.k * scale + mask) . v
@@ -250,6 +262,15 @@ struct kt_rope_params {
     int32_t n_ctx_orig;  /* original training context (for scaled ropes; 0 if unused) */
     float freq_base;     /* theta base, 10000 for LLaMA */
     float freq_scale;    /* 1 / linear scaling factor */
+    /* YaRN (gpt-oss): with ext_factor > 0, pair i's angle mixes the scaled (interpolated)
+     * angle and the unscaled one, ext_factor * ramp(i) of the latter, the ramp 1 below the
+     * pair that turns beta_fast times within n_ctx_orig and 0 above the one that turns
+     * beta_slow times, and cos/sin grow by 1 + 0.1 ln(1 / freq_scale). attn_factor scales
+     * cos and sin in any case (0 is read as 1). All zero: the plain rope above. */
+    float ext_factor;
+    float attn_factor;
+    float beta_fast;
+    float beta_slow;
 };
 enum { KT_ROPE_NORMAL = 0, KT_ROPE_NEOX = 2 };
 
@@ -404,6 +425,18 @@ static inline float kt_get_op_param_f32(const struct kt_tensor *t, int i) {
     return v;
 }
 static inline int32_t kt_get_op_param_i32(const struct kt_tensor *t, int i) { return t->op_params[i]; }
+
+/* ---- mixtures of experts (the ops' contracts are in the op list) */
+
+/* KT_OP_MUL_MAT_ID: as [K,M,n_expert] weights, b F32 [K,n_b,T], ids I32 [n_used,T]. */
+struct kt_tensor *kt_mul_mat_id(struct kt_context *ctx, struct kt_tensor *as, struct kt_tensor *b,
+                                struct kt_tensor *ids);
+/* KT_OP_TOP_K: 1 <= k <= a->ne[0]. */
+struct kt_tensor *kt_top_k(struct kt_context *ctx, struct kt_tensor *a, int k);
+/* KT_OP_SWIGLU_OAI: alpha > 0, limit > 0. */
+struct kt_tensor *kt_swiglu_oai(struct kt_context *ctx, struct kt_tensor *gate, struct kt_tensor *up, float alpha,
+                                float limit);
+/* ---- */
 
 /* ------------------------------------------------------------------ graphs */
 

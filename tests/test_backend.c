@@ -103,6 +103,13 @@ static struct kt_tensor *build_case(int c, struct kt_context *ctx, struct kt_con
     CASE("cont_4d", kt_cont_4d(ctx, kt_permute(ctx, f32(ctx, 6, 5, 4), 2, 0, 1, 3), 5, 4, 6, 1));
     CASE("get_rows f32", kt_get_rows(ctx, f32(ctx, 16, 10, 1), ids(ctx, 7, 10)));
     CASE("get_rows q4_0", kt_get_rows(ctx, leaf(ctx, KT_TYPE_Q4_0, 64, 10, 1, 1), ids(ctx, 4, 10)));
+    /* mixtures of experts: router choices by top_k, experts by mul_mat_id */
+    CASE("top_k", kt_top_k(ctx, f32(ctx, 10, 6, 2), 3));
+    CASE("mul_mat_id q4_0", kt_mul_mat_id(ctx, leaf(ctx, KT_TYPE_Q4_0, 64, 24, 4, 1), f32(ctx, 64, 1, 5),
+                                          kt_top_k(ctx, f32(ctx, 4, 5, 1), 2)));
+    CASE("mul_mat_id f32 per slot", kt_mul_mat_id(ctx, f32(ctx, 32, 8, 3), f32(ctx, 32, 2, 9),
+                                                  kt_top_k(ctx, f32(ctx, 3, 9, 1), 2)));
+    CASE("swiglu_oai", kt_swiglu_oai(ctx, kt_scale(ctx, f32(ctx, 40, 3, 1), 10.0f), f32(ctx, 40, 3, 1), 1.702f, 7.0f));
     CASE("reshape", kt_reshape_3d(ctx, kt_silu(ctx, f32(ctx, 24, 4, 1)), 8, 3, 4));
     CASE("view", kt_view_2d(ctx, kt_gelu(ctx, f32(ctx, 24, 4, 1)), 10, 3, 24 * 4, 8));
     CASE("permute", kt_permute(ctx, kt_relu(ctx, f32(ctx, 8, 3, 2)), 2, 0, 1, 3));

@@ -224,7 +224,7 @@ static void test_tensors(void) {
     tb_tensor(&b, "t", 2, bytes_big, 28 /* f64 */, 0);
     expect_bad("byte overflow", &b, "tensor 't': byte size overflows", (long long)at + 13 + 16);
 
-    uint32_t bad_types[] = {4, 5, 31, 33, 39, 1000, 0x80000000u};
+    uint32_t bad_types[] = {4, 5, 31, 33, 38, 40, 1000, 0x80000000u};
     for (size_t i = 0; i < sizeof bad_types / sizeof bad_types[0]; i++) {
         at = begin(&b, 1);
         tb_tensor(&b, "t", 2, ne_8x2, bad_types[i], 0);

@@ -253,8 +253,15 @@ static void test_argmax(void) {
 
 /* ------------------------------------------------------------------ rope */
 
+/* YaRN's ramp ends (pairs) as the format defines them: floor/ceil of a float expression */
+static void yarn_dims(const struct kt_rope_params *rp, float *lo, float *hi) {
+    const float k = (float)rp->n_dims / (2.0f * logf(rp->freq_base)), tp = 2.0f * (float)M_PI;
+    *lo = fmaxf(0.0f, floorf(k * logf((float)rp->n_ctx_orig / (rp->beta_fast * tp))));
+    *hi = fminf((float)(rp->n_dims - 1), ceilf(k * logf((float)rp->n_ctx_orig / (rp->beta_slow * tp))));
+}
+
 static void test_rope(void) {
-    for (int c = 0; c < 24; c++) {
+    for (int c = 0; c < 30; c++) {
         struct kt_context *ctx = new_ctx();
         const int64_t heads[4] = {8, 18, 64, 128};
         int64_t d = c == 16 ? 1040 : heads[c % 4]; /* one head past the kernel's angle cache */
@@ -266,6 +273,14 @@ static void test_rope(void) {
             .freq_scale = c % 5 == 0 ? 0.25f : 1.0f,
         };
         if (rp.n_dims == 0) rp.n_dims = 2;
+        /* the last six: YaRN as gpt-oss runs it (scale 1/32, betas 32 and 1), ramp ends inside the head */
+        const bool yarn = c >= 24;
+        if (yarn) {
+            rp.freq_scale = 1.0f / 32, rp.n_ctx_orig = c % 2 ? 64 : 4096, rp.beta_fast = 32.0f, rp.beta_slow = 1.0f;
+            rp.ext_factor = c == 26 ? 0.5f : 1.0f, rp.attn_factor = c % 3 ? 1.0f : c == 27 ? 0.75f : 0.0f;
+        }
+        float ylo = 0, yhi = 0;
+        if (yarn) yarn_dims(&rp, &ylo, &yhi);
         enum layout lay = (enum layout)(c % L_COUNT);
         struct kt_tensor *a = mk(ctx, KT_TYPE_F32, ne, lay, -1, 1);
         struct kt_tensor *pos = kt_new_tensor_1d(ctx, KT_TYPE_I32, ne[2]);
@@ -298,16 +313,22 @@ static void test_rope(void) {
                 p = i0 % half, e0 = p, e1 = p + half;
             else
                 p = i0 / 2, e0 = 2 * p, e1 = 2 * p + 1;
-            double theta = pp[i[2]] * (double)rp.freq_scale * pow(rp.freq_base, -2.0 * p / rp.n_dims);
-            if (ff) theta /= ((const float *)ff->data)[p];
+            double extrap = pp[i[2]] * pow(rp.freq_base, -2.0 * p / rp.n_dims);
+            if (ff) extrap /= ((const float *)ff->data)[p];
+            double theta = extrap * rp.freq_scale, m = 1;
+            if (yarn) { /* a ramp from the unscaled angle (low pairs) to the scaled one (high pairs) */
+                const double r = fmin(1, fmax(0, (p - ylo) / fmax(0.001, yhi - ylo))), mix = (1 - r) * rp.ext_factor;
+                theta = theta * (1 - mix) + extrap * mix;
+                m = (rp.attn_factor != 0 ? rp.attn_factor : 1) * (1 + 0.1 * log(1 / (double)rp.freq_scale));
+            }
             int64_t j0[4] = {e0, i[1], i[2], i[3]}, j1[4] = {e1, i[1], i[2], i[3]};
             double x0 = tget(a, j0), x1 = tget(a, j1);
-            want[k] = i0 == e0 ? x0 * cos(theta) - x1 * sin(theta) : x0 * sin(theta) + x1 * cos(theta);
+            want[k] = m * (i0 == e0 ? x0 * cos(theta) - x1 * sin(theta) : x0 * sin(theta) + x1 * cos(theta));
         }
         char label[160];
-        snprintf(label, sizeof label, "ROPE %s d=%lld n_dims=%d base=%g scale=%g%s pos<%lld (%s)",
+        snprintf(label, sizeof label, "ROPE %s d=%lld n_dims=%d base=%g scale=%g%s%s pos<%lld (%s)",
                  rp.mode == KT_ROPE_NEOX ? "neox" : "normal", (long long)d, rp.n_dims, rp.freq_base,
-                 rp.freq_scale, ff ? " freq factors" : "", (long long)maxpos, layout_name[lay]);
+                 rp.freq_scale, ff ? " freq factors" : "", yarn ? " yarn" : "", (long long)maxpos, layout_name[lay]);
         /* a factor of 0.25 makes angles 4x larger, and float's error in them with it */
         run_check(ctx, out, want, (maxpos <= 16 ? 2e-6 : 2e-3) * (ff ? 4 : 1), 1e-5, label);
         free(want);
@@ -444,6 +465,15 @@ static void test_errors(void) {
     CHECK(kt_rope_ext(ctx, h, pos3, kt_new_tensor_1d(ctx, KT_TYPE_F32, 4), rp) != NULL);
     EXPECT_NULL(kt_rope_ext(ctx, h, pos3, kt_new_tensor_1d(ctx, KT_TYPE_F32, 3), rp));
     EXPECT_NULL(kt_rope_ext(ctx, h, pos3, kt_new_tensor_1d(ctx, KT_TYPE_F16, 4), rp));
+    rp.ext_factor = 1.0f; /* YaRN without the original context it ramps over */
+    EXPECT_NULL(kt_rope(ctx, h, pos3, rp));
+    rp.n_ctx_orig = 4096, rp.beta_fast = 32, rp.beta_slow = 1;
+    CHECK(kt_rope(ctx, h, pos3, rp) != NULL);
+    rp.attn_factor = -1.0f;
+    EXPECT_NULL(kt_rope(ctx, h, pos3, rp));
+    rp.attn_factor = 1.0f, rp.ext_factor = NAN;
+    EXPECT_NULL(kt_rope(ctx, h, pos3, rp));
+    rp.ext_factor = 0.0f;
     EXPECT_NULL(
         kt_soft_max_ext(ctx, a, kt_new_tensor_2d(ctx, KT_TYPE_F32, 4, 2), 1, 0)); /* mask rows 2 < 3 */
     EXPECT_NULL(kt_soft_max_ext(ctx, a, b, 1, 0));                                /* mask width */

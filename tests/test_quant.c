@@ -56,7 +56,7 @@ static void test_table(void) {
         CHECKF(p->blck_size > 0 && t->blck_size % p->blck_size == 0, "%s block %lld vs partner %lld", t->name,
                (long long)t->blck_size, (long long)p->blck_size);
     }
-    CHECK(n_known == 31);
+    CHECK(n_known == 32);
 
     /* layouts that are on disk (GGUF): block size, bytes */
     static const struct { enum kt_type t; const char *name; int64_t b; size_t s; } lay[] = {
@@ -67,7 +67,7 @@ static void test_table(void) {
         {KT_TYPE_Q5_K, "q5_K", 256, 176}, {KT_TYPE_Q6_K, "q6_K", 256, 210},  {KT_TYPE_Q8_K, "q8_K", 256, 292},
         {KT_TYPE_IQ4_NL, "iq4_nl", 32, 18}, {KT_TYPE_IQ4_XS, "iq4_xs", 256, 136}, {KT_TYPE_I8, "i8", 1, 1},
         {KT_TYPE_I16, "i16", 1, 2},       {KT_TYPE_I32, "i32", 1, 4},        {KT_TYPE_I64, "i64", 1, 8},
-        {KT_TYPE_F64, "f64", 1, 8},       {KT_TYPE_IQ2_XXS, "iq2_xxs", 256, 66},
+        {KT_TYPE_F64, "f64", 1, 8},       {KT_TYPE_IQ2_XXS, "iq2_xxs", 256, 66}, {KT_TYPE_MXFP4, "mxfp4", 32, 17},
     };
     for (size_t i = 0; i < sizeof lay / sizeof lay[0]; i++) {
         CHECKF(strcmp(kt_type_name(lay[i].t), lay[i].name) == 0, "%s", lay[i].name);
@@ -298,6 +298,25 @@ static void test_roundtrip(void) {
         for (int b = 0; b < N / 256; b++) worst = fmax(worst, tu_nmse(y + 256 * b, x + 256 * b, 256));
         double bound = 3.0 / pow(4, ks[k].b);
         CHECKF(worst <= bound, "%s: nmse %.3g > %.3g", kt_type_name(ks[k].t), worst, bound);
+    }
+    /* MXFP4: the scale is 2^(E-2) for the block's largest magnitude in [2^E, 2^(E+1)), the
+     * levels 0, .5, 1, 1.5, 2, 3, 4, 6 times it: within the levels an element is at most
+     * half the widest gap (2^(E-2)) off; beyond 6 * 2^(E-2) it clips to that. */
+    {
+        kt_quantize_chunk(KT_TYPE_MXFP4, x, q, 1, N, NULL);
+        kt_get_type_traits(KT_TYPE_MXFP4)->to_float(q, y, N);
+        int bad = 0;
+        for (int b = 0; b < N / 32; b++) {
+            double amax = 0;
+            for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(x[32 * b + j]));
+            const double p2 = ldexp(1.0, (int)floor(log2(amax)));
+            const double bound = fmax(p2 / 4, amax - 1.5 * p2);
+            for (int j = 0; j < 32; j++) {
+                const double xv = x[32 * b + j], yv = y[32 * b + j];
+                if (fabs(yv - xv) > bound || (yv != 0 && (yv < 0) != (xv < 0))) bad++;
+            }
+        }
+        CHECKF(bad == 0, "mxfp4: %d elements beyond the format's bound", bad);
     }
     /* Q8_K keeps its scale as a float: |err| <= d/2 with d = amax/127, plus float rounding */
     {

@@ -74,7 +74,7 @@ if [ -x "$peer" ]; then
   check "synth small" exit_is 0 "$kiln" synth --preset small -o "$tmp/small.gguf" --seed 3
   declare -A ftype=([F32]=0 [F16]=1 [BF16]=32 [Q4_0]=2 [Q4_1]=3 [Q5_0]=8 [Q5_1]=9 [Q8_0]=7 [Q2_K]=10
     [Q3_K_S]=11 [Q3_K_M]=12 [Q3_K_L]=13 [Q4_K_S]=14 [Q4_K_M]=15 [Q5_K_S]=16 [Q5_K_M]=17 [Q6_K]=18
-    [IQ4_NL]=25 [IQ4_XS]=30)
+    [IQ4_NL]=25 [IQ4_XS]=30 [MXFP4_MOE]=38)
   for m in tiny small; do
     for t in "${!ftype[@]}"; do
       for pure in "" pure; do
@@ -99,6 +99,22 @@ if [ -x "$peer" ]; then
     done
     check "kiln runs a quantized $a file" exit_is 0 "$kiln" run -m "$tmp/k.gguf" -p "hi" -n 2
   done
+  # MXFP4 everywhere (--pure) on the trained KJV weights: llama.cpp's file, and kiln runs it
+  # with the perplexity llama.cpp measures on that same file (within 0.5%)
+  if [ -f "$shared/models/kjv-f16.gguf" ]; then
+    check "kjv mxfp4 pure" exit_is 0 "$kiln" quantize --pure -t 2 "$shared/models/kjv-f16.gguf" "$tmp/kjv-mx.gguf" MXFP4
+    check "peer kjv mxfp4 pure" exit_is 0 "$peer" quantize "$shared/models/kjv-f16.gguf" "$tmp/p.gguf" 38 pure
+    check "kjv mxfp4 pure = llama.cpp's file" cmp "$tmp/kjv-mx.gguf" "$tmp/p.gguf"
+    check "kjv mxfp4 peer ppl" exit_is 0 "$peer" ppl "$tmp/kjv-mx.gguf" "$shared/text/kjv_test_a.txt" 128
+    cp "$tmp/out" "$tmp/peer-ppl"
+    check "kjv mxfp4 perplexity" exit_is 0 "$kiln" perplexity -m "$tmp/kjv-mx.gguf" -f "$shared/text/kjv_test_a.txt" \
+      -c 128 --json
+    check "kjv mxfp4 perplexity within 0.5% of llama.cpp's" python3 -c '
+import json, sys
+last = lambda p: json.loads(open(p).read().strip().splitlines()[-1])["ppl"]
+got, want = last(sys.argv[1]), last(sys.argv[2])
+assert abs(got - want) <= 0.005 * want, (got, want)' "$tmp/out" "$tmp/peer-ppl"
+  fi
   # F32 and BF16 inputs go through their own row converters
   for it in F32 BF16; do
     check "synth small $it" exit_is 0 "$kiln" synth --preset small --type "$it" -o "$tmp/in-$it.gguf"

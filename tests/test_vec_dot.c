@@ -39,6 +39,7 @@ static const struct variant variants[] = {
     {"q5_0 avx2", KT_TYPE_Q5_0, kt_vec_dot_q5_0_q8_0_avx2, false, false},
     {"q5_1 avx2", KT_TYPE_Q5_1, kt_vec_dot_q5_1_q8_1_avx2, false, false},
     {"iq4_nl avx2", KT_TYPE_IQ4_NL, kt_vec_dot_iq4_nl_q8_0_avx2, false, false},
+    {"mxfp4 avx2", KT_TYPE_MXFP4, kt_vec_dot_mxfp4_q8_0_avx2, false, false},
     {"q2_K avx2", KT_TYPE_Q2_K, kt_vec_dot_q2_K_q8_K_avx2, false, false},
     {"q3_K avx2", KT_TYPE_Q3_K, kt_vec_dot_q3_K_q8_K_avx2, false, false},
     {"q5_K avx2", KT_TYPE_Q5_K, kt_vec_dot_q5_K_q8_K_avx2, false, false},
@@ -79,6 +80,10 @@ static void make_weights(enum kt_type t, float *x, void *q, int64_t n, bool raw,
         {KT_TYPE_Q5_K, 0, 2},  {KT_TYPE_Q6_K, -2, -1}, {KT_TYPE_Q3_K, -2, -1}, {KT_TYPE_Q2_K, -4, -2},
     };
     const size_t bs = tr->type_size;
+    if (t == KT_TYPE_MXFP4) { /* an E8M0 exponent in byte 0: scales 2^-8 .. 2^6 */
+        for (size_t off = 0; off < bytes; off += bs) b[off] = (unsigned char)(120 + tu_rand_u64(s) % 15);
+        return;
+    }
     for (size_t w = 0; w < sizeof where / sizeof where[0]; w++) {
         if (where[w].t != t) continue;
         for (size_t off = 0; off < bytes; off += bs) {

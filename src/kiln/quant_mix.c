@@ -31,6 +31,7 @@ bool kiln_ftype_default_type(enum kiln_ftype ftype, enum kt_type *out) {
     case KILN_FTYPE_MOSTLY_Q6_K: t = KT_TYPE_Q6_K; break;
     case KILN_FTYPE_MOSTLY_IQ4_NL: t = KT_TYPE_IQ4_NL; break;
     case KILN_FTYPE_MOSTLY_IQ4_XS: t = KT_TYPE_IQ4_XS; break;
+    case KILN_FTYPE_MOSTLY_MXFP4_MOE: t = KT_TYPE_MXFP4; break;
     default: return false;
     }
     if (out) *out = t;
@@ -187,7 +188,13 @@ enum kt_type kiln_qmix_type(struct kiln_qmix *m, const char *name, int n_dims, c
     if (!kiln_qmix_allows(name, n_dims)) return cur;
     enum kt_type t = m->default_type;
     if (!kt_is_quantized(t)) return t;
-    if (!m->pure) {
+    if (!m->pure && m->ftype == KILN_FTYPE_MOSTLY_MXFP4_MOE) {
+        /* MXFP4 is for expert stacks (one matrix per expert: a third dimension); every
+         * other matrix, the output projection included, keeps 8 bits */
+        const enum role r = role_of(name);
+        t = r != R_OUTPUT && !(r == R_TOKEN_EMBD && m->tied) && n_dims >= 3 && ne[2] > 1 ? KT_TYPE_MXFP4
+                                                                                           : KT_TYPE_Q8_0;
+    } else if (!m->pure) {
         switch (role_of(name)) {
         case R_OUTPUT: t = output_type(m, t, ne[0]); break;
         case R_TOKEN_EMBD:

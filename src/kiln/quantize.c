@@ -27,9 +27,10 @@ static const struct {
     {"Q3_K_S", KILN_FTYPE_MOSTLY_Q3_K_S}, {"Q3_K_M", KILN_FTYPE_MOSTLY_Q3_K_M}, {"Q3_K_L", KILN_FTYPE_MOSTLY_Q3_K_L},
     {"Q4_K_S", KILN_FTYPE_MOSTLY_Q4_K_S}, {"Q4_K_M", KILN_FTYPE_MOSTLY_Q4_K_M}, {"Q5_K_S", KILN_FTYPE_MOSTLY_Q5_K_S},
     {"Q5_K_M", KILN_FTYPE_MOSTLY_Q5_K_M}, {"Q6_K", KILN_FTYPE_MOSTLY_Q6_K},    {"IQ4_NL", KILN_FTYPE_MOSTLY_IQ4_NL},
-    {"IQ4_XS", KILN_FTYPE_MOSTLY_IQ4_XS},
+    {"IQ4_XS", KILN_FTYPE_MOSTLY_IQ4_XS}, {"MXFP4_MOE", KILN_FTYPE_MOSTLY_MXFP4_MOE},
     /* aliases last, so that kiln_ftype_name finds the full names first */
     {"Q3_K", KILN_FTYPE_MOSTLY_Q3_K_M},  {"Q4_K", KILN_FTYPE_MOSTLY_Q4_K_M},   {"Q5_K", KILN_FTYPE_MOSTLY_Q5_K_M},
+    {"MXFP4", KILN_FTYPE_MOSTLY_MXFP4_MOE},
 };
 
 bool kiln_ftype_from_name(const char *name, enum kiln_ftype *out) {

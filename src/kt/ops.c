@@ -10,6 +10,8 @@
 #include <string.h>
 
 static const char *op_names[KT_OP_COUNT] = {
+    /* mixtures of experts (ops_moe.c) */
+    [KT_OP_MUL_MAT_ID] = "MUL_MAT_ID", [KT_OP_TOP_K] = "TOP_K", [KT_OP_SWIGLU_OAI] = "SWIGLU_OAI",
     [KT_OP_NONE] = "NONE",         [KT_OP_DUP] = "DUP",
     [KT_OP_ADD] = "ADD",           [KT_OP_SUB] = "SUB",
     [KT_OP_MUL] = "MUL",           [KT_OP_DIV] = "DIV",
@@ -424,6 +426,14 @@ struct kt_tensor *kt_rope_ext(struct kt_context *ctx, struct kt_tensor *a, struc
     }
     if (!(params.freq_base > 0.0f) || !(params.freq_scale > 0.0f)) {
         kt_set_error("kt_rope: freq_base and freq_scale must be > 0");
+        return NULL;
+    }
+    if (!(params.ext_factor >= 0.0f) || !(params.attn_factor >= 0.0f) || !isfinite(params.ext_factor) ||
+        !isfinite(params.attn_factor) ||
+        (params.ext_factor > 0.0f &&
+         (params.n_ctx_orig <= 0 || !isfinite(params.beta_fast) || !isfinite(params.beta_slow)))) {
+        kt_set_error("kt_rope: YaRN needs ext_factor and attn_factor finite and >= 0, and with ext_factor > 0 "
+                     "n_ctx_orig > 0 (is %d) and finite betas", params.n_ctx_orig);
         return NULL;
     }
     if (freq_factors && (freq_factors->type != KT_TYPE_F32 || kt_n_dims(freq_factors) != 1 ||

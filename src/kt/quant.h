@@ -77,6 +77,12 @@ typedef struct {
     uint8_t qs[KT_QK_K / 2];
 } kt_block_iq4_xs;
 
+/* ---- MXFP4: 32 E2M1 values (4-bit codes, low nibbles elements 0..15) and one
+ * E8M0 exponent e; element = kt_mxfp4_values[code] * 2^(e - 128). The table holds the
+ * E2M1 values doubled (integers), hence the half scale. */
+#define KT_QK_MXFP4 32
+typedef struct { uint8_t e; uint8_t qs[KT_QK_MXFP4 / 2]; } kt_block_mxfp4;
+
 _Static_assert(sizeof(kt_block_q4_0) == 18, "q4_0 layout");
 _Static_assert(sizeof(kt_block_q4_1) == 20, "q4_1 layout");
 _Static_assert(sizeof(kt_block_q5_0) == 22, "q5_0 layout");
@@ -91,8 +97,19 @@ _Static_assert(sizeof(kt_block_q6_K) == 210, "q6_K layout");
 _Static_assert(sizeof(kt_block_q8_K) == 292, "q8_K layout");
 _Static_assert(sizeof(kt_block_iq4_nl) == 18, "iq4_nl layout");
 _Static_assert(sizeof(kt_block_iq4_xs) == 136, "iq4_xs layout");
+_Static_assert(sizeof(kt_block_mxfp4) == 17, "mxfp4 layout");
 
 extern const int8_t kt_iq4nl_values[16];
+extern const int8_t kt_mxfp4_values[16];
+
+/* 2^(e - 128): half the E8M0 scale e, as the doubled E2M1 table wants it (e 0 and 1
+ * give float subnormals; 255, E8M0's NaN, is read as 2^127 as GGUF tools do). */
+static inline float kt_e8m0_half(uint8_t e) {
+    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
 
 /* ---- scalar helpers shared by the quant files (inline: they sit in inner loops) */
 
@@ -167,6 +184,7 @@ KT_DECLARE_ROW_KERNELS(q6_K);
 KT_DECLARE_ROW_KERNELS(q8_K);
 KT_DECLARE_ROW_KERNELS(iq4_nl);
 KT_DECLARE_ROW_KERNELS(iq4_xs);
+KT_DECLARE_ROW_KERNELS(mxfp4);
 
 void kt_vec_dot_q4_0_q8_0(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 void kt_vec_dot_q4_1_q8_1(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
@@ -180,6 +198,7 @@ void kt_vec_dot_q5_K_q8_K(int64_t n, float *restrict s, const void *restrict x, 
 void kt_vec_dot_q6_K_q8_K(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 void kt_vec_dot_iq4_nl_q8_0(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 void kt_vec_dot_iq4_xs_q8_K(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
+void kt_vec_dot_mxfp4_q8_0(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 
 /* Q4_K/Q5_K: 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes. */
 static inline void kt_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *mn) {

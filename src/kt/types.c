@@ -91,6 +91,7 @@ static const struct kt_type_traits type_traits[KT_TYPE_COUNT] = {
     [KT_TYPE_Q8_K] = QTYPE(q8_K, 256, sizeof(kt_block_q8_K), NULL, KT_TYPE_Q8_K),
     [KT_TYPE_IQ4_NL] = QTYPE(iq4_nl, 32, sizeof(kt_block_iq4_nl), kt_vec_dot_iq4_nl_q8_0, KT_TYPE_Q8_0),
     [KT_TYPE_IQ4_XS] = QTYPE(iq4_xs, 256, sizeof(kt_block_iq4_xs), kt_vec_dot_iq4_xs_q8_K, KT_TYPE_Q8_K),
+    [KT_TYPE_MXFP4] = QTYPE(mxfp4, 32, sizeof(kt_block_mxfp4), kt_vec_dot_mxfp4_q8_0, KT_TYPE_Q8_0),
     [KT_TYPE_IQ2_XXS] = LAYOUT_ONLY("iq2_xxs", 256, 66),
     [KT_TYPE_IQ2_XS] = LAYOUT_ONLY("iq2_xs", 256, 74),
     [KT_TYPE_IQ3_XXS] = LAYOUT_ONLY("iq3_xxs", 256, 98),

@@ -19,7 +19,8 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: kiln quantize [options] IN.gguf OUT.gguf TYPE\n\n"
                "  TYPE: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M\n"
-               "        Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS (any case; Q3_K, Q4_K, Q5_K mean the _M mix)\n"
+               "        Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS MXFP4_MOE (any case; Q3_K, Q4_K, Q5_K mean the _M\n"
+               "        mix; MXFP4 means MXFP4_MOE: expert stacks MXFP4, other matrices Q8_0)\n"
                "  --pure               every quantizable tensor gets TYPE (no per-tensor mix)\n"
                "  --allow-requantize   accept inputs that are already quantized (with a warning)\n"
                "  -t, --threads N      worker threads (default: all CPUs; same bytes for any N)\n"

@@ -30,6 +30,11 @@
 static size_t mul_mat_work(const struct kt_tensor *dst, int n_threads) { return kt_cpu_mul_mat_work_size(dst, n_threads); }
 
 const struct kt_cpu_op kt_cpu_ops[KT_OP_COUNT] = {
+    /* mixtures of experts */
+    [KT_OP_MUL_MAT_ID] = {.fn = kt_cpu_mul_mat_id, .work_size = kt_cpu_mul_mat_id_work_size,
+                          .supports = kt_cpu_mul_mat_id_supports},
+    [KT_OP_TOP_K] = {.fn = kt_cpu_top_k},
+    [KT_OP_SWIGLU_OAI] = {.fn = kt_cpu_swiglu_oai},
     [KT_OP_DUP] = {.fn = kt_cpu_dup, .supports = kt_cpu_cpy_supports},
     [KT_OP_CONT] = {.fn = kt_cpu_dup, .supports = kt_cpu_cpy_supports},
     [KT_OP_CPY] = {.fn = kt_cpu_dup, .supports = kt_cpu_cpy_supports},

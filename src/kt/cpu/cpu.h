@@ -86,6 +86,13 @@ size_t kt_cpu_attn_work_size(const struct kt_tensor *dst, int n_threads);
 void kt_cpu_geglu(const struct kt_compute_params *p, struct kt_tensor *dst);   /* ops_tanh.c */
 void kt_cpu_softcap(const struct kt_compute_params *p, struct kt_tensor *dst); /* ops_tanh.c */
 
+/* mixtures of experts: mul_mat_id.c (the expert product), ops_moe.c (top_k, swiglu_oai) */
+void kt_cpu_mul_mat_id(const struct kt_compute_params *p, struct kt_tensor *dst);
+size_t kt_cpu_mul_mat_id_work_size(const struct kt_tensor *dst, int n_threads);
+bool kt_cpu_mul_mat_id_supports(const struct kt_tensor *dst);
+void kt_cpu_top_k(const struct kt_compute_params *p, struct kt_tensor *dst);
+void kt_cpu_swiglu_oai(const struct kt_compute_params *p, struct kt_tensor *dst);
+
 size_t kt_cpu_mul_mat_work_size(const struct kt_tensor *dst, int n_threads);
 bool kt_cpu_cpy_supports(const struct kt_tensor *dst);
 bool kt_cpu_mul_mat_supports(const struct kt_tensor *dst);

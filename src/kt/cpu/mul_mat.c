@@ -11,16 +11,16 @@
  * copy of 16 rows; else a block kernel computes a few rows x a few columns per
  * pass over K. Each output element is exactly one
  * vec_dot's arithmetic whatever the path or tiling, so results depend neither
- * on the thread count nor on how many columns a batch has.
+ * on the thread count nor on how many columns a batch has. The conversion and
+ * the tile walk are shared with the expert product (mul_mat.h, mul_mat_id.c).
  */
-#include "cpu.h"
-#include "gemm.h"
+#include "mul_mat.h"
 
 #include <string.h>
 
 #define TILE_ROWS 16 /* weight rows reused across a tile's columns */
-#define PACK_COLS 64 /* most columns per packed tile (rows in lanes) */
-#define PACK_MIN 8   /* fewest columns of one weight matrix worth a packed 16-row block */
+#define PACK_COLS KT_MM_PACK_COLS
+#define PACK_MIN KT_MM_PACK_MIN
 _Static_assert(KT_GEMM_COLS <= PACK_COLS && KT_LANES_COLS <= PACK_COLS, "a column group fits struct col_group");
 
 /* Rows-in-lanes kernel (gemm.h) for this node, or NULL: the 16 row offsets must fit
@@ -30,20 +30,20 @@ static kt_lanes_fn lanes_for(const struct kt_tensor *a, int *bias) {
     return kt_cpu_lanes(a->type, bias);
 }
 
-/* Block kernel (gemm.h) for this node, or NULL (rows in lanes, or none). */
-static kt_gemm_fn gemm_for(const struct kt_tensor *dst) {
-    const struct kt_tensor *a = dst->src[0];
+/* Block kernel (gemm.h) for weights a and n_act activation rows, or NULL (rows in
+ * lanes, or none). */
+static kt_gemm_fn gemm_for(const struct kt_tensor *a, int64_t n_act) {
     int bias;
-    return lanes_for(a, &bias) ? NULL : kt_cpu_gemm(a->type, kt_nrows(dst->src[1]));
+    return lanes_for(a, &bias) ? NULL : kt_cpu_gemm(a->type, n_act);
 }
 
-/* Bytes of one column's activation row: the dot partner's row, or for a block kernel
- * that row's values as floats. */
-static size_t act_row_size(const struct kt_tensor *dst) {
-    const struct kt_tensor *a = dst->src[0];
+static size_t align_up(size_t n) { return (n + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1); }
+
+/* Bytes of one activation row: the dot partner's row, or for a block kernel that
+ * row's values as floats. */
+static size_t act_row_size(const struct kt_tensor *a, int64_t n_act) {
     enum kt_type vdt = kt_get_type_traits(a->type)->vec_dot_type;
-    const size_t n = gemm_for(dst) ? (size_t)a->ne[0] * sizeof(float) : kt_row_size(vdt, a->ne[0]);
-    return (n + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1);
+    return align_up(gemm_for(a, n_act) ? (size_t)a->ne[0] * sizeof(float) : kt_row_size(vdt, a->ne[0]));
 }
 
 /* Elements [k0, k0 + n) of an activation row whose elements lie nb0 bytes apart: the
@@ -71,16 +71,15 @@ static void act_floats(enum kt_type vdt, kt_from_float_fn quant, const float *sr
  * activation rows; 0 where the kernel needs none. */
 static size_t lanes_aux_size(const struct kt_tensor *a) {
     if (kt_get_type_traits(a->type)->vec_dot_type != KT_TYPE_Q8_0) return 0;
-    return ((size_t)(a->ne[0] / 32) * sizeof(struct kt_lanes_aux) + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1);
+    return align_up((size_t)(a->ne[0] / 32) * sizeof(struct kt_lanes_aux));
 }
-
-static size_t align_up(size_t n) { return (n + KT_MEM_ALIGN - 1) & ~(size_t)(KT_MEM_ALIGN - 1); }
 
 /* One thread's scratch for prompts through packed 16-row groups (gemm.h): a compact
  * group unless the weights are repacked already, then the expanded form where the
  * type has one; a few bytes of slack to align it. */
-static size_t pack_scratch_size(const struct kt_tensor *a) {
-    const struct kt_lanes_packer *pk = kt_cpu_lanes_packer(a->type);
+size_t kt_mm_scratch_bytes(const struct kt_tensor *a) {
+    int bias;
+    const struct kt_lanes_packer *pk = lanes_for(a, &bias) ? kt_cpu_lanes_packer(a->type) : NULL;
     if (!pk) return 0;
     const uint8_t *g0;
     size_t gs;
@@ -89,14 +88,18 @@ static size_t pack_scratch_size(const struct kt_tensor *a) {
     return group + x ? group + x + KT_MEM_ALIGN : 0;
 }
 
+size_t kt_mm_act_bytes(const struct kt_tensor *a, int64_t n_act) {
+    int bias;
+    const bool lanes = lanes_for(a, &bias) != NULL;
+    return (act_row_size(a, n_act) + (lanes ? lanes_aux_size(a) : 0)) * (size_t)n_act;
+}
+
 /* Work buffer: activation rows (and their aux) per column, then, where a pack kernel
  * serves the node's many columns, one scratch per thread. */
 size_t kt_cpu_mul_mat_work_size(const struct kt_tensor *dst, int n_threads) {
     const struct kt_tensor *a = dst->src[0], *b = dst->src[1];
-    int bias;
-    const bool lanes = lanes_for(a, &bias) != NULL;
-    size_t size = (act_row_size(dst) + (lanes ? lanes_aux_size(a) : 0)) * (size_t)kt_nrows(b);
-    if (lanes && kt_nrows(b) >= PACK_MIN) size += pack_scratch_size(a) * (size_t)(n_threads > 0 ? n_threads : 1);
+    size_t size = kt_mm_act_bytes(a, kt_nrows(b));
+    if (kt_nrows(b) >= PACK_MIN) size += kt_mm_scratch_bytes(a) * (size_t)(n_threads > 0 ? n_threads : 1);
     return size;
 }
 
@@ -106,6 +109,55 @@ bool kt_cpu_mul_mat_supports(const struct kt_tensor *dst) {
     if (b->type != KT_TYPE_F32 || !tr->vec_dot || !kt_cpu_vec_dot(a->type)) return false;
     if (tr->vec_dot_type != KT_TYPE_F32 && !kt_cpu_from_float(tr->vec_dot_type)) return false;
     return a->ne[0] % kt_blck_size(tr->vec_dot_type) == 0;
+}
+
+void kt_mm_init(struct kt_mm *m, const struct kt_compute_params *p, struct kt_tensor *dst, const struct kt_tensor *a,
+                int64_t n_act, size_t scratch_off, int64_t pack_cols) {
+    memset(m, 0, sizeof *m);
+    m->a = a;
+    m->dst = dst;
+    m->K = a->ne[0];
+    m->vdt = kt_get_type_traits(a->type)->vec_dot_type;
+    m->dot = kt_cpu_vec_dot(a->type);
+    m->quant = m->vdt == KT_TYPE_F32 ? NULL : kt_cpu_from_float(m->vdt);
+    m->gemm = gemm_for(a, n_act);
+    m->lanes = lanes_for(a, &m->lanes_bias);
+    m->brow = act_row_size(a, n_act);
+    m->auxs = m->lanes ? lanes_aux_size(a) : 0;
+    m->acts = p->wdata;
+    m->auxd = m->acts + m->brow * (size_t)n_act;
+    if (m->lanes && !kt_cpu_repacked(a, &m->rp_g0, &m->rp_gsize)) m->rp_g0 = NULL;
+    m->pack = m->lanes ? kt_cpu_lanes_packer(a->type) : NULL;
+    const size_t ss = m->pack ? kt_mm_scratch_bytes(a) : 0;
+    /* (the same answer on every thread: the tiles are shared) */
+    if (ss && pack_cols >= PACK_MIN && scratch_off + ss * (size_t)p->nth <= p->wsize)
+        m->scratch = (uint8_t *)(((uintptr_t)(m->acts + scratch_off + ss * (size_t)p->ith) + KT_MEM_ALIGN - 1) &
+                                 ~(uintptr_t)(KT_MEM_ALIGN - 1));
+}
+
+void kt_mm_convert(const struct kt_mm *m, const float *src, size_t nb0, int64_t row) {
+    const int64_t K = m->K;
+    uint8_t *out = m->acts + (size_t)row * m->brow;
+    if (m->gemm && m->quant) {
+        act_floats(m->vdt, m->quant, src, nb0, (float *)out, K);
+    } else if (nb0 != sizeof(float)) {
+        /* strided elements: gather first (rare: transposed activations) */
+        if (m->quant) {
+            /* gather into the tail of the row's slot would alias; quantize element-wise instead */
+            float buf[256];
+            const int64_t blk = kt_blck_size(m->vdt);
+            for (int64_t k0 = 0; k0 < K; k0 += blk)
+                m->quant(act_run(src, nb0, k0, blk, buf), out + kt_row_size(m->vdt, k0), blk);
+        } else {
+            float *tmp = (float *)out;
+            for (int64_t k = 0; k < K; k++) tmp[k] = *(const float *)((const uint8_t *)src + k * nb0);
+        }
+    } else if (m->quant) {
+        m->quant(src, out, K);
+    } else {
+        memcpy(out, src, (size_t)K * sizeof(float));
+    }
+    if (m->auxs) kt_lanes_aux(K, out, m->lanes_bias, (struct kt_lanes_aux *)(m->auxd + (size_t)row * m->auxs));
 }
 
 /* The weight matrix column (i1, i2, i3) of the batch multiplies (broadcast over dims
@@ -118,31 +170,41 @@ static inline float *column_out(struct kt_tensor *dst, int64_t i1, int64_t i2, i
 }
 
 /* The next columns from *c (before ic1, at most max) that share one weight matrix
- * (broadcast over dims 2/3 can change it inside a tile): their activation rows and
- * their outputs from row rr on. */
+ * (broadcast over dims 2/3 can change it inside a tile): their activation rows (and
+ * the rows' indices, for the aux arrays) and their outputs from row rr on. */
 struct col_group {
     const void *y[PACK_COLS];
     float *out[PACK_COLS];
-    int64_t col[PACK_COLS];
+    int64_t act[PACK_COLS];
     const uint8_t *w;
     int n;
 };
 
-static void next_group(const struct kt_tensor *a, struct kt_tensor *dst, int64_t N, int64_t B2, int64_t r2,
-                       int64_t r3, const uint8_t *wdata, size_t brow, int64_t rr, int64_t *c, int64_t ic1, int max,
-                       struct col_group *g) {
+static void next_group(const struct kt_mm *m, const struct kt_mm_cols *cols, int64_t rr, int64_t *c, int64_t ic1,
+                       int max, struct col_group *g) {
+    if (cols->list) { /* one expert's columns: its matrix throughout */
+        g->w = cols->w;
+        for (g->n = 0; *c < ic1 && g->n < max; ++*c, g->n++) {
+            const struct kt_mm_entry *e = &cols->list[*c];
+            g->y[g->n] = m->acts + (size_t)e->act * m->brow;
+            g->act[g->n] = e->act;
+            g->out[g->n] = (float *)((uint8_t *)m->dst->data + e->out) + rr;
+        }
+        return;
+    }
+    const int64_t N = cols->N, B2 = cols->B2;
     /* (callers ask while *c < ic1) column *c's indices once, then stepped: a division
      * per column was 4% of a prompt */
     int64_t i1 = *c % N, i2 = (*c / N) % B2, i3 = *c / (N * B2);
-    g->w = batch_weights(a, i2, i3, r2, r3);
+    g->w = batch_weights(m->a, i2, i3, cols->r2, cols->r3);
     for (g->n = 0; *c < ic1 && g->n < max; ++*c, g->n++) {
-        g->y[g->n] = wdata + (size_t)*c * brow;
-        g->col[g->n] = *c;
-        g->out[g->n] = column_out(dst, i1, i2, i3) + rr;
+        g->y[g->n] = m->acts + (size_t)*c * m->brow;
+        g->act[g->n] = *c;
+        g->out[g->n] = column_out(m->dst, i1, i2, i3) + rr;
         if (++i1 == N) { /* the next column is in the next matrix of the batch: same weights? */
             i1 = 0;
             if (++i2 == B2) i2 = 0, i3++;
-            if (batch_weights(a, i2, i3, r2, r3) != g->w) {
+            if (batch_weights(m->a, i2, i3, cols->r2, cols->r3) != g->w) {
                 ++*c, g->n++;
                 break;
             }
@@ -150,18 +212,17 @@ static void next_group(const struct kt_tensor *a, struct kt_tensor *dst, int64_t
     }
 }
 
-/* Rows [ir0, ir1) x columns [ic0, ic1) of dst through a block kernel, KT_GEMM_ROWS
- * rows x at most KT_GEMM_COLS columns per call. */
-static void gemm_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t N, int64_t B2, int64_t r2,
-                      int64_t r3, const uint8_t *wdata, size_t brow, kt_gemm_fn gemm, int64_t ir0, int64_t ir1,
-                      int64_t ic0, int64_t ic1) {
-    const int64_t K = a->ne[0];
+/* Rows [ir0, ir1) x columns [ic0, ic1) through a block kernel, KT_GEMM_ROWS rows x at
+ * most KT_GEMM_COLS columns per call. */
+static void gemm_tile(const struct kt_mm *m, const struct kt_mm_cols *cols, int64_t ir0, int64_t ir1, int64_t ic0,
+                      int64_t ic1) {
+    const struct kt_tensor *a = m->a;
     for (int64_t rr = ir0; rr < ir1; rr += KT_GEMM_ROWS) {
         const int nr = (int)(ir1 - rr < KT_GEMM_ROWS ? ir1 - rr : KT_GEMM_ROWS);
         for (int64_t c = ic0; c < ic1;) {
             struct col_group g;
-            next_group(a, dst, N, B2, r2, r3, wdata, brow, rr, &c, ic1, KT_GEMM_COLS, &g);
-            gemm(K, g.w + rr * a->nb[1], a->nb[1], g.y, g.out, nr, g.n);
+            next_group(m, cols, rr, &c, ic1, KT_GEMM_COLS, &g);
+            m->gemm(m->K, g.w + rr * a->nb[1], a->nb[1], g.y, g.out, nr, g.n);
         }
     }
 }
@@ -173,33 +234,33 @@ static void gemm_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t 
  * KT_LANES_XPAND_MIN columns and more its wide, or its xrun from the expanded form
  * (written once per group).
  * Else the lanes kernel reads the weights as mapped. Same results every way. */
-static void lanes_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t N, int64_t B2, int64_t r2,
-                       int64_t r3, const uint8_t *wdata, size_t brow, const uint8_t *auxd, kt_lanes_fn lanes,
-                       const struct kt_lanes_packer *pk, const uint8_t *g0, size_t gsize, uint8_t *scratch,
-                       int64_t ir0, int64_t ir1, int64_t ic0, int64_t ic1) {
-    const int64_t K = a->ne[0];
-    const size_t auxs = lanes_aux_size(a);
-    uint8_t *own = scratch && !g0 ? scratch : NULL; /* the thread's compact group */
-    uint8_t *xs = scratch && pk->xsize ? scratch + (own ? align_up(pk->size(K)) : 0) : NULL;
+static void lanes_tile(const struct kt_mm *m, const struct kt_mm_cols *cols, int64_t ir0, int64_t ir1, int64_t ic0,
+                       int64_t ic1) {
+    const struct kt_tensor *a = m->a;
+    const struct kt_lanes_packer *pk = m->pack;
+    const int64_t K = m->K;
+    const uint8_t *g0 = cols->list ? NULL : m->rp_g0;
+    uint8_t *own = m->scratch && !g0 ? m->scratch : NULL; /* the thread's compact group */
+    uint8_t *xs = m->scratch && pk->xsize ? m->scratch + (own ? align_up(pk->size(K)) : 0) : NULL;
     const int group = g0 || own ? PACK_COLS : KT_LANES_COLS;
     for (int64_t rr = ir0; rr < ir1; rr += KT_LANES_ROWS) {
         const int nr = (int)(ir1 - rr < KT_LANES_ROWS ? ir1 - rr : KT_LANES_ROWS);
         const uint8_t *packed = NULL, *expanded = NULL; /* which matrix own / xs hold */
         for (int64_t c = ic0; c < ic1;) {
             struct col_group g;
-            next_group(a, dst, N, B2, r2, r3, wdata, brow, rr, &c, ic1, group, &g);
+            next_group(m, cols, rr, &c, ic1, group, &g);
             const struct kt_lanes_aux *ax[PACK_COLS];
             for (int j = 0; j < g.n; j++)
-                ax[j] = auxs ? (const struct kt_lanes_aux *)(auxd + (size_t)g.col[j] * auxs) : NULL;
-            const uint8_t *grp = g0 ? g0 + (size_t)(rr / KT_LANES_ROWS) * gsize : NULL;
+                ax[j] = m->auxs ? (const struct kt_lanes_aux *)(m->auxd + (size_t)g.act[j] * m->auxs) : NULL;
+            const uint8_t *grp = g0 ? g0 + (size_t)(rr / KT_LANES_ROWS) * m->rp_gsize : NULL;
             if (!grp && own && g.n >= PACK_MIN) {
                 if (g.w != packed) pk->pack(K, g.w + rr * a->nb[1], a->nb[1], nr, own), packed = g.w;
                 grp = own;
             }
             if (!grp) {
                 for (int c0 = 0; c0 < g.n; c0 += KT_LANES_COLS)
-                    lanes(K, g.w + rr * a->nb[1], a->nb[1], nr, g.y + c0, ax + c0, g.out + c0,
-                          g.n - c0 < KT_LANES_COLS ? g.n - c0 : KT_LANES_COLS);
+                    m->lanes(K, g.w + rr * a->nb[1], a->nb[1], nr, g.y + c0, ax + c0, g.out + c0,
+                             g.n - c0 < KT_LANES_COLS ? g.n - c0 : KT_LANES_COLS);
             } else if (pk->wide && g.n >= KT_LANES_XPAND_MIN) {
                 pk->wide(K, grp, nr, g.y, ax, g.out, g.n);
             } else if (xs && g.n >= KT_LANES_XPAND_MIN) {
@@ -212,50 +273,65 @@ static void lanes_tile(const struct kt_tensor *a, struct kt_tensor *dst, int64_t
     }
 }
 
+/* One vec_dot per element, TILE_ROWS weight rows reused across the tile's columns. */
+static void dot_tile(const struct kt_mm *m, const struct kt_mm_cols *cols, int64_t ir0, int64_t ir1, int64_t ic0,
+                     int64_t ic1) {
+    const size_t ws = m->a->nb[1];
+    for (int64_t rr = ir0; rr < ir1; rr += TILE_ROWS) {
+        const int64_t nr = ir1 - rr < TILE_ROWS ? ir1 - rr : TILE_ROWS;
+        for (int64_t c = ic0; c < ic1;) {
+            struct col_group g;
+            next_group(m, cols, rr, &c, ic1, PACK_COLS, &g);
+            for (int j = 0; j < g.n; j++)
+                for (int64_t r = 0; r < nr; r++) m->dot(m->K, &g.out[j][r], g.w + (rr + r) * ws, g.y[j]);
+        }
+    }
+}
+
+void kt_mm_tile(const struct kt_mm *m, const struct kt_mm_cols *cols, int64_t ir0, int64_t ir1, int64_t ic0,
+                int64_t ic1) {
+    if (m->lanes)
+        lanes_tile(m, cols, ir0, ir1, ic0, ic1);
+    else if (m->gemm)
+        gemm_tile(m, cols, ir0, ir1, ic0, ic1);
+    else
+        dot_tile(m, cols, ir0, ir1, ic0, ic1);
+}
+
+/* prompts: tiles of 64 (or 32) rows, reused across the tile's columns. A packer that
+ * expands its groups for the prompt kernel (the K-quants) does so once per tile, so
+ * its tiles take 4x as many columns: `kiln bench -p 128,512` on the 1.1B Q4_K_M,
+ * 243 -> 262 and 235 -> 253 t/s (expand_q4_K had been a fifth of the Q4_K time);
+ * Q8_0, which does not expand, measured no better with them. Q4_K's wide kernel reads
+ * the compact group and expands nothing: 64 and 256 columns measured alike
+ * (`bench_gemm 10 2048 2048 128 q4_K 2` and `... 5632 2048 512 ...`, alternated); it
+ * keeps the K-quants' 256. */
+int64_t kt_mm_tile_rows(const struct kt_mm *m) { return m->gemm || m->lanes ? 64 : 32; }
+
+int64_t kt_mm_tile_cols(const struct kt_mm *m) {
+    const bool kquant = m->pack && (m->pack->xsize || m->pack->wide);
+    return m->scratch || m->rp_g0 ? (kquant ? 4 : 1) * PACK_COLS
+           : m->gemm              ? 6 * KT_GEMM_COLS
+           : m->lanes             ? 32
+                                  : 8;
+}
+
 void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
     const struct kt_tensor *a = dst->src[0], *b = dst->src[1];
-    const int64_t K = a->ne[0], M = a->ne[1];
+    const int64_t M = a->ne[1];
     const int64_t N = b->ne[1], B2 = b->ne[2], B3 = b->ne[3];
-    const int64_t r2 = B2 / a->ne[2], r3 = B3 / a->ne[3]; /* broadcast factors */
-    const enum kt_type vdt = kt_get_type_traits(a->type)->vec_dot_type;
-    const kt_vec_dot_fn dot = kt_cpu_vec_dot(a->type);
-    const size_t brow = act_row_size(dst);
-    uint8_t *wdata = p->wdata;
+    const int64_t ncols = N * B2 * B3;
+    struct kt_mm m;
+    kt_mm_init(&m, p, dst, a, ncols, kt_mm_act_bytes(a, ncols), ncols);
+    const struct kt_mm_cols cols = {.N = N, .B2 = B2, .r2 = B2 / a->ne[2], .r3 = B3 / a->ne[3]};
 
     /* phase 1: activations into the dot partner type, one packed row per column */
-    const int64_t ncols = N * B2 * B3;
-    int lanes_bias = 0;
-    const kt_lanes_fn lanes = lanes_for(a, &lanes_bias);
-    uint8_t *auxd = wdata + brow * (size_t)ncols;
     int64_t c0, c1;
     kt_cpu_split_rows(p, ncols, &c0, &c1);
-    kt_from_float_fn quant = vdt == KT_TYPE_F32 ? NULL : kt_cpu_from_float(vdt);
-    const kt_gemm_fn gemm = gemm_for(dst);
     for (int64_t c = c0; c < c1; c++) {
         int64_t i1 = c % N, i2 = (c / N) % B2, i3 = c / (N * B2);
-        const float *src = (const float *)((const uint8_t *)b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3]);
-        uint8_t *out = wdata + (size_t)c * brow;
-        if (gemm && quant) {
-            act_floats(vdt, quant, src, b->nb[0], (float *)out, K);
-        } else if (b->nb[0] != sizeof(float)) {
-            /* strided elements: gather first (rare: transposed activations) */
-            float *tmp = (float *)out;
-            if (quant) {
-                /* gather into the tail of the row's slot would alias; quantize element-wise instead */
-                float buf[256];
-                int64_t blk = kt_blck_size(vdt);
-                for (int64_t k0 = 0; k0 < K; k0 += blk)
-                    quant(act_run(src, b->nb[0], k0, blk, buf), out + kt_row_size(vdt, k0), blk);
-            } else {
-                for (int64_t k = 0; k < K; k++) tmp[k] = *(const float *)((const uint8_t *)src + k * b->nb[0]);
-            }
-        } else if (quant) {
-            quant(src, out, K);
-        } else {
-            memcpy(out, src, (size_t)K * sizeof(float));
-        }
-        if (lanes && lanes_aux_size(a))
-            kt_lanes_aux(K, out, lanes_bias, (struct kt_lanes_aux *)(auxd + (size_t)c * lanes_aux_size(a)));
+        kt_mm_convert(&m, (const float *)((const uint8_t *)b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3]),
+                      b->nb[0], c);
     }
     /* decode (one column): 32-row tiles in shares (cpu.h) */
     const bool dec = ncols == 1;
@@ -269,34 +345,7 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
     /* phase 2: tiles of (rows of dst) x (columns). With a block kernel (gemm.h) a tile is
      * walked by groups of KT_GEMM_ROWS weight rows (kept in L1) against groups of
      * KT_GEMM_COLS columns of the same weight matrix; the tile's activations stay in L2. */
-    const uint8_t *rp_g0 = NULL;
-    size_t rp_gsize = 0;
-    const bool rp = lanes && kt_cpu_repacked(a, &rp_g0, &rp_gsize);
-    /* packed 16-row blocks: the thread's scratch after the activations, if the plan made room */
-    const struct kt_lanes_packer *pack = lanes ? kt_cpu_lanes_packer(a->type) : NULL;
-    const size_t scratch_off = brow * (size_t)ncols + lanes_aux_size(a) * (size_t)ncols;
-    const size_t scratch_size = pack ? pack_scratch_size(a) : 0;
-    /* (the same answer on every thread: the tiles below are shared) */
-    uint8_t *scratch = pack && ncols >= PACK_MIN && scratch_size &&
-                               scratch_off + scratch_size * (size_t)p->nth <= p->wsize
-                           ? (uint8_t *)(((uintptr_t)(wdata + scratch_off + scratch_size * (size_t)p->ith) +
-                                          KT_MEM_ALIGN - 1) & ~(uintptr_t)(KT_MEM_ALIGN - 1))
-                           : NULL;
-    /* prompts: tiles of 64 (or 32) rows, reused across the tile's columns. A packer that
-     * expands its groups for the prompt kernel (the K-quants) does so once per tile, so
-     * its tiles take 4x as many columns: `kiln bench -p 128,512` on the 1.1B Q4_K_M,
-     * 243 -> 262 and 235 -> 253 t/s (expand_q4_K had been a fifth of the Q4_K time);
-     * Q8_0, which does not expand, measured no better with them. Q4_K's wide kernel reads
-     * the compact group and expands nothing: 64 and 256 columns measured alike
-     * (`bench_gemm 10 2048 2048 128 q4_K 2` and `... 5632 2048 512 ...`, alternated); it
-     * keeps the K-quants' 256. */
-    const int64_t tile_r = gemm || lanes ? 64 : 32;
-    const bool kquant = pack && (pack->xsize || pack->wide);
-    const int64_t tile_c = dec             ? 1
-                           : scratch || rp ? (kquant ? 4 : 1) * PACK_COLS
-                           : gemm          ? 6 * KT_GEMM_COLS
-                           : lanes         ? 32
-                                           : 8;
+    const int64_t tile_r = kt_mm_tile_rows(&m), tile_c = dec ? 1 : kt_mm_tile_cols(&m);
     const int64_t nt0 = (M + tile_r - 1) / tile_r, nt1 = (ncols + tile_c - 1) / tile_c;
     /* decode: each thread streams its own share of the rows front to back, then helps
      * with what is left of the others' from their ends (kt_cpu_share_next), so that
@@ -325,24 +374,6 @@ void kt_cpu_mul_mat(const struct kt_compute_params *p, struct kt_tensor *dst) {
             ir0 = t * dec_rows, ir1 = ir0 + dec_rows < M ? ir0 + dec_rows : M;
             ic0 = 0, ic1 = 1;
         }
-        if (lanes) {
-            lanes_tile(a, dst, N, B2, r2, r3, wdata, brow, auxd, lanes, pack, rp_g0, rp_gsize, scratch, ir0, ir1, ic0,
-                       ic1);
-            continue;
-        }
-        if (gemm) {
-            gemm_tile(a, dst, N, B2, r2, r3, wdata, brow, gemm, ir0, ir1, ic0, ic1);
-            continue;
-        }
-        for (int64_t rr = ir0; rr < ir1; rr += TILE_ROWS) {
-            const int64_t rend = rr + TILE_ROWS < ir1 ? rr + TILE_ROWS : ir1;
-            for (int64_t c = ic0; c < ic1; c++) {
-                int64_t i1 = c % N, i2 = (c / N) % B2, i3 = c / (N * B2);
-                const uint8_t *arow = batch_weights(a, i2, i3, r2, r3);
-                const uint8_t *bv = wdata + (size_t)c * brow;
-                float *out = column_out(dst, i1, i2, i3);
-                for (int64_t r = rr; r < rend; r++) dot(K, &out[r], arow + r * a->nb[1], bv);
-            }
-        }
+        kt_mm_tile(&m, &cols, ir0, ir1, ic0, ic1);
     }
 }

@@ -1,7 +1,8 @@
 /*
  * ops_rope.c - rotary position embedding on the CPU, normal (adjacent pairs)
  * and NeoX (pairs half a rotation apart) layouts, partial rotary dims, linear
- * frequency scaling and per-pair frequency divisors (Llama 3's rope_freqs).
+ * frequency scaling, per-pair frequency divisors (Llama 3's rope_freqs) and
+ * YaRN (gpt-oss).
  * Rows are (head, token) pairs split across threads.
  */
 #include "ops_isa.h"
@@ -19,18 +20,44 @@
  * (checked against llama.cpp v0.5.0's CPU library: every element bit-identical).
  * A frequency factor divides the running theta before the scale, in that order for
  * the same reason; without factors ff is 1 and theta / 1 is theta exactly.
+ * YaRN (kt.h) mixes in the unscaled angle by a ramp over the pairs and scales cos
+ * and sin; without it the scale is 1 and multiplying by it changes no bit.
  */
-static float pair_angle(float theta, float freq_scale, const float *ff, int64_t i) {
-    return freq_scale * (ff ? theta / ff[i] : theta);
+struct yarn {
+    float ext, mscale, lo, hi; /* ramp from 1 at pair lo to 0 at pair hi */
+};
+
+static struct yarn yarn_of(const struct kt_rope_params *rp, int64_t n_dims) {
+    struct yarn y = {.ext = rp->ext_factor, .mscale = rp->attn_factor != 0.0f ? rp->attn_factor : 1.0f};
+    if (y.ext == 0.0f) return y;
+    /* the pair that turns n_rot times over the original context: n_dims ln(n_ctx / (2 pi n_rot)) / (2 ln base) */
+    const float k = (float)n_dims / (2.0f * logf(rp->freq_base)), two_pi = 2.0f * 3.14159265358979323846f;
+    const float lo = floorf(k * logf((float)rp->n_ctx_orig / (rp->beta_fast * two_pi)));
+    const float hi = ceilf(k * logf((float)rp->n_ctx_orig / (rp->beta_slow * two_pi)));
+    y.lo = lo > 0.0f ? lo : 0.0f;
+    y.hi = hi < (float)(n_dims - 1) ? hi : (float)(n_dims - 1);
+    y.mscale *= 1.0f + 0.1f * logf(1.0f / rp->freq_scale);
+    return y;
 }
 
-static void rope_angles(float pos, float freq_scale, const float *ff, float theta_scale, int64_t n_pairs, float *c,
-                        float *s) {
+static void pair_cos_sin(float theta, float freq_scale, const float *ff, int64_t i, const struct yarn *y, float *c,
+                         float *s) {
+    const float extrap = ff ? theta / ff[i] : theta;
+    float t = freq_scale * extrap;
+    if (y->ext != 0.0f) {
+        const float r = ((float)i - y->lo) / (y->hi - y->lo > 0.001f ? y->hi - y->lo : 0.001f);
+        const float mix = (1.0f - (r < 0.0f ? 0.0f : r > 1.0f ? 1.0f : r)) * y->ext;
+        t = t * (1.0f - mix) + extrap * mix;
+    }
+    *c = cosf(t) * y->mscale;
+    *s = sinf(t) * y->mscale;
+}
+
+static void rope_angles(float pos, float freq_scale, const float *ff, float theta_scale, const struct yarn *y,
+                        int64_t n_pairs, float *c, float *s) {
     float theta = pos;
     for (int64_t i = 0; i < n_pairs; i++) {
-        const float t = pair_angle(theta, freq_scale, ff, i);
-        c[i] = cosf(t);
-        s[i] = sinf(t);
+        pair_cos_sin(theta, freq_scale, ff, i, y, &c[i], &s[i]);
         theta *= theta_scale;
     }
 }
@@ -51,6 +78,7 @@ void kt_cpu_rope(const struct kt_compute_params *p, struct kt_tensor *dst) {
     const int64_t n_pairs = n_dims / 2;
     const bool neox = rp.mode == KT_ROPE_NEOX;
     const float theta_scale = n_dims > 0 ? powf(rp.freq_base, -2.0f / (float)n_dims) : 1.0f;
+    const struct yarn yn = yarn_of(&rp, n_dims);
 
     float cache_c[ROPE_CACHE_PAIRS], cache_s[ROPE_CACHE_PAIRS];
     const bool cached = n_pairs <= ROPE_CACHE_PAIRS;
@@ -71,7 +99,7 @@ void kt_cpu_rope(const struct kt_compute_params *p, struct kt_tensor *dst) {
         const float fpos = (float)ipos;
 
         if (cached && i2 != cached_i2) {
-            rope_angles(fpos, rp.freq_scale, ff, theta_scale, n_pairs, cache_c, cache_s);
+            rope_angles(fpos, rp.freq_scale, ff, theta_scale, &yn, n_pairs, cache_c, cache_s);
             cached_i2 = i2;
         }
         if (simd) {
@@ -89,9 +117,7 @@ void kt_cpu_rope(const struct kt_compute_params *p, struct kt_tensor *dst) {
                 c = cache_c[i];
                 s = cache_s[i];
             } else {
-                const float t = pair_angle(theta, rp.freq_scale, ff, i);
-                c = cosf(t);
-                s = sinf(t);
+                pair_cos_sin(theta, rp.freq_scale, ff, i, &yn, &c, &s);
                 theta *= theta_scale;
             }
             const int64_t j0 = neox ? i : 2 * i;

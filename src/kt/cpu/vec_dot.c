@@ -67,6 +67,7 @@ static const struct {
     {KT_TYPE_Q5_0, kt_vec_dot_q5_0_q8_0_avx2, NULL},
     {KT_TYPE_Q5_1, kt_vec_dot_q5_1_q8_1_avx2, NULL},
     {KT_TYPE_IQ4_NL, kt_vec_dot_iq4_nl_q8_0_avx2, NULL},
+    {KT_TYPE_MXFP4, kt_vec_dot_mxfp4_q8_0_avx2, NULL},
     {KT_TYPE_Q2_K, kt_vec_dot_q2_K_q8_K_avx2, NULL},
     {KT_TYPE_Q3_K, kt_vec_dot_q3_K_q8_K_avx2, NULL},
     {KT_TYPE_Q5_K, kt_vec_dot_q5_K_q8_K_avx2, NULL},

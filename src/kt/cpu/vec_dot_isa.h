@@ -27,6 +27,7 @@ void kt_vec_dot_q4_1_q8_1_avx2(int64_t n, float *restrict s, const void *restric
 void kt_vec_dot_q5_0_q8_0_avx2(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 void kt_vec_dot_q5_1_q8_1_avx2(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 void kt_vec_dot_iq4_nl_q8_0_avx2(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
+void kt_vec_dot_mxfp4_q8_0_avx2(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 void kt_vec_dot_q2_K_q8_K_avx2(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 void kt_vec_dot_q3_K_q8_K_avx2(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 void kt_vec_dot_q5_K_q8_K_avx2(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);

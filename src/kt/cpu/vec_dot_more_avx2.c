@@ -2,7 +2,7 @@
  * vec_dot_more_avx2.c - AVX2 dot products for the weight types that are not
  * in the shipped models but that `kiln quantize` and other GGUF files use:
  * Q4_1, Q5_0, Q5_1 (vs Q8_0/Q8_1), Q2_K, Q3_K, Q5_K, IQ4_XS (vs Q8_K) and
- * IQ4_NL (vs Q8_0). Same rules as vec_dot_avx2.c: exact integer sums per
+ * IQ4_NL and MXFP4 (vs Q8_0). Same rules as vec_dot_avx2.c: exact integer sums per
  * block, float accumulation across blocks (summation order is the only
  * difference from the reference). Called only after vec_dot.c checked the CPU.
  */
@@ -84,6 +84,20 @@ void kt_vec_dot_iq4_nl_q8_0_avx2(int64_t n, float *restrict s, const void *restr
         const __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles(x[i].qs)); /* levels, -127..113 */
         const __m256i p = dot_i8(q, _mm256_loadu_si256((const __m256i *)y[i].qs));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), acc);
+    }
+    *s = hsum_ps(acc);
+}
+
+/* MXFP4: IQ4_NL's table lookup with the doubled E2M1 levels and a power-of-two scale. */
+void kt_vec_dot_mxfp4_q8_0_avx2(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const kt_block_mxfp4 *x = vx;
+    const kt_block_q8_0 *y = vy;
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kt_mxfp4_values));
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / KT_QK_MXFP4; i++) {
+        const __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles(x[i].qs)); /* levels, -12..12 */
+        const __m256i p = dot_i8(q, _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(y[i].d) * kt_e8m0_half(x[i].e)), acc);
     }
     *s = hsum_ps(acc);
 }

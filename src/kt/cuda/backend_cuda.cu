@@ -213,8 +213,13 @@ static bool cu_supports_op(const struct kt_backend *, const struct kt_tensor *op
     case KT_OP_SOFT_MAX:
         return f32(op) && f32(a) && kt_get_op_param_f32(op, 1) == 0.0f &&
                (!b || b->type == KT_TYPE_F32 || b->type == KT_TYPE_F16);
-    case KT_OP_ROPE:
-        return f32(op) && f32(a) && b && b->type == KT_TYPE_I32 && (!op->src[2] || f32(op->src[2]));
+    case KT_OP_ROPE: {
+        /* no YaRN in the rope kernel (gpt-oss's stays on the CPU) */
+        struct kt_rope_params rp;
+        memcpy(&rp, op->op_params, sizeof rp);
+        return f32(op) && f32(a) && b && b->type == KT_TYPE_I32 && (!op->src[2] || f32(op->src[2])) &&
+               rp.ext_factor == 0.0f && (rp.attn_factor == 0.0f || rp.attn_factor == 1.0f);
+    }
     case KT_OP_GET_ROWS:
         return f32(op) && kt_cu_type_readable(a->type) && b->type == KT_TYPE_I32;
     case KT_OP_DUP: case KT_OP_CONT: case KT_OP_CPY: {
@@ -235,6 +240,8 @@ static bool cu_supports_op(const struct kt_backend *, const struct kt_tensor *op
                kt_cu_type_readable(v->type) && k->nb[0] == kt_type_size(k->type) &&
                v->nb[0] == kt_type_size(v->type) && (!m || f32(m)) && (!o || (o->type == KT_TYPE_I32 && kt_is_contiguous(o)));
     }
+    /* MUL_MAT_ID, TOP_K, SWIGLU_OAI (mixtures of experts): no kernels here; the scheduler
+     * keeps them on the CPU */
     default:
         return false;
     }
