@@ -76,10 +76,13 @@ struct srv_task {
     atomic_int refs;
 };
 
-struct srv_task *srv_task_new(void);
+/* ---- tasks (task.c) */
+struct srv_task *srv_task_new(void); /* one reference, the caller's */
 void srv_task_unref(struct srv_task *t);
 /* Under t->mu: fail the task with an HTTP status and message, wake its waiter. */
 void srv_task_fail_locked(struct srv_task *t, int status, const char *msg);
+/* Seconds on the monotonic clock (the tasks' and the metrics' times). */
+double srv_now(void);
 
 /* ---- engine: slots and the decode loop (engine.c) */
 struct srv_engine;
@@ -195,7 +198,6 @@ cJSON *srv_format_usage(const struct srv_task *t);
 bool srv_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n);
 /* o[key] = s[0, len) as valid UTF-8 (invalid sequences become U+FFFD). */
 void srv_add_text(cJSON *o, const char *key, const char *s, size_t len);
-double srv_now(void);
 
 /* ---- metrics (metrics.c): counters the engine and the HTTP side bump, GET /metrics */
 struct srv_metrics;
@@ -226,7 +228,6 @@ char *srv_metrics_render(struct srv_metrics *m, const struct srv_engine_stats *e
 /* The engine bumps m from now on (set before the first task is submitted). */
 void srv_engine_set_metrics(struct srv_engine *e, struct srv_metrics *m);
 void srv_engine_stats(struct srv_engine *e, struct srv_engine_stats *out);
-enum MHD_Result srv_route_metrics(struct srv_req *r);
 /* An entry of the prefix cache was dropped (n_tokens tokens). */
 void srv_metrics_evicted(struct srv_metrics *m, int32_t n_tokens);
 
