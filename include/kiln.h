@@ -453,8 +453,14 @@ enum kiln_chat_template {
 };
 
 struct kiln_chat_msg {
-    const char *role;    /* "system", "user", "assistant", others as the family allows */
+    const char *role;    /* "system", "user", "assistant", "tool", others as the family allows */
     const char *content; /* NUL-terminated UTF-8 */
+};
+
+/* A call an assistant's message made to a tool (OpenAI's tool_calls[i].function). */
+struct kiln_chat_tool_call {
+    const char *name;      /* the function called */
+    const char *arguments; /* its arguments: JSON text */
 };
 
 /* Family of a Jinja chat template text (or of a family name, as llama.cpp
@@ -470,11 +476,19 @@ enum kiln_chat_template kiln_model_chat_template(const struct kiln_model *model,
 /* Name of a family ("unknown" for KILN_CHAT_UNKNOWN or out of range). */
 const char *kiln_chat_template_name(enum kiln_chat_template t);
 /* Render msgs[0 .. n) in family t, then the assistant's opening when
- * add_assistant (and the family has one). Returns the length written to buf
+ * add_assistant (and the family has one). A "tool" message (a tool's result)
+ * is written in a form the family's models know (see chat.c). Returns the length written to buf
  * (NUL-terminated), -(needed including the NUL) when size is too small (buf
  * may be NULL then), KILN_ERR_INVALID for t out of range or a NULL role/content. */
 int64_t kiln_chat_apply(enum kiln_chat_template t, const struct kiln_chat_msg *msgs, size_t n, bool add_assistant,
                         char *buf, size_t size);
+/* The text an assistant message's tool calls take in family t, to follow its
+ * content (a newline between, when both are there): <tool_call> blocks of
+ * {"name", "arguments"}, or Llama 3's {"name", "parameters"}. Returns the length
+ * written (NUL-terminated), -(needed including the NUL) when size is too small,
+ * KILN_ERR_INVALID for t out of range or a NULL name/arguments. */
+int64_t kiln_chat_tool_calls(enum kiln_chat_template t, const struct kiln_chat_tool_call *calls, size_t n,
+                             char *buf, size_t size);
 
 /* ================================================================== quantize
  *

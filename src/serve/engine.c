@@ -4,6 +4,14 @@
  * prompts into one batch over the shared KV cache (sequence id = slot), decodes
  * it, samples, and publishes text to the tasks. A task goes to the idle slot
  * whose cached tokens share the longest prefix with its prompt.
+ *
+ * Fairness: waiting tasks are taken by request, the request with the fewest
+ * running tasks first (then the oldest), so a list of 64 prompts does not hold
+ * back a single prompt; when no slot is idle, a request with no running task
+ * takes a slot from one that runs two or more (the task preempted waits again
+ * and later continues from its own cells, parked, or recomputed).
+ * Tenants: cells are continued from (own slot, other slots, parked prefixes)
+ * only within one tenant, unless --prefix-share global.
  */
 #include "serve_impl.h"
 
@@ -23,6 +31,8 @@ struct srv_slot {
     bool in_batch;   /* its prompt has a chunk in this step's batch */
     int32_t next;
     int32_t n_gen;
+    uint32_t tenant;  /* whose request decoded the cached cells */
+    bool resumed;     /* its task ran before (preempted): its first start's figures stay */
     uint64_t last_used, order;
     atomic_int n_cache_pub; /* n_cache for other threads (GET /slots, metrics), set before a task sees its tokens */
 };
@@ -41,13 +51,15 @@ struct srv_engine {
     bool started;
     pthread_mutex_t mu; /* queue, stop, and the slots' public view */
     pthread_cond_t cv;
-    struct srv_task **queue;
-    int q_head, q_len;
+    struct srv_task **queue; /* waiting tasks in arrival order; taken by fairness (take_next) */
+    int q_len, q_cap;
     bool stop;
-    uint64_t tick;
+    uint64_t tick, next_group;
+    atomic_ullong steps; /* steps run (queue_steps of a task counts them) */
     struct srv_metrics *metrics; /* NULL: not counted */
     int n_busy_step;             /* slots with a task in this step */
     struct srv_prefix_cache *pcache; /* on the sequences past the slots' */
+    int *n_run;                      /* per slot: its request's running tasks (step's scratch) */
     long long parked_pub;            /* its tokens as of the last step, under mu */
 };
 
@@ -95,7 +107,23 @@ static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int
     return n;
 }
 
-/* The idle slot sharing the longest prefix with t's prompt (the least recently used
+/* Cells decoded for tenant a may serve a prompt of tenant b. */
+static bool may_share(const struct srv_engine *e, uint32_t a, uint32_t b) {
+    return e->p.prefix_share == KILN_PREFIX_SHARE_GLOBAL || a == b;
+}
+
+/* The tenant a task's cells are filed under (one for all with --prefix-share global). */
+static uint32_t cell_tenant(const struct srv_engine *e, const struct srv_task *t) {
+    return e->p.prefix_share == KILN_PREFIX_SHARE_GLOBAL ? 0 : t->tenant;
+}
+
+/* The tokens of t a slot's cache s may already hold. */
+static int32_t slot_lcp(const struct srv_engine *e, const struct srv_slot *s, const struct srv_task *t) {
+    if (!t->cache_prompt || !may_share(e, s->tenant, t->tenant)) return 0;
+    return common_prefix(s->cache, s->n_cache, t->seq, t->n_seq);
+}
+
+/* The idle slot sharing the longest prefix with t's tokens (the least recently used
  * among equals); NULL when none is idle. Called with e->mu held. */
 static struct srv_slot *pick_slot(struct srv_engine *e, const struct srv_task *t, int32_t *lcp_out) {
     struct srv_slot *best = NULL;
@@ -103,7 +131,7 @@ static struct srv_slot *pick_slot(struct srv_engine *e, const struct srv_task *t
     for (int i = 0; i < e->n_slots; i++) {
         struct srv_slot *s = &e->slots[i];
         if (s->task) continue;
-        int32_t lcp = t->cache_prompt ? common_prefix(s->cache, s->n_cache, t->prompt, t->n_prompt) : 0;
+        int32_t lcp = slot_lcp(e, s, t);
         if (lcp > best_lcp || (lcp == best_lcp && s->last_used < best->last_used)) {
             best = s;
             best_lcp = lcp;
@@ -111,12 +139,12 @@ static struct srv_slot *pick_slot(struct srv_engine *e, const struct srv_task *t
     }
     /* a prefix under half the prompt is not worth evicting another conversation for
      * (llama-server's slot similarity): take the least recently used slot then */
-    if (best && (int64_t)best_lcp * 2 < t->n_prompt) {
+    if (best && (int64_t)best_lcp * 2 < t->n_seq) {
         for (int i = 0; i < e->n_slots; i++) {
             struct srv_slot *s = &e->slots[i];
             if (!s->task && s->last_used < best->last_used) best = s;
         }
-        best_lcp = t->cache_prompt ? common_prefix(best->cache, best->n_cache, t->prompt, t->n_prompt) : 0;
+        best_lcp = slot_lcp(e, best, t);
     }
     *lcp_out = best_lcp;
     return best;
@@ -124,24 +152,84 @@ static struct srv_slot *pick_slot(struct srv_engine *e, const struct srv_task *t
 
 /* Called with e->mu held (the slot's public view changes). */
 static void slot_start(struct srv_engine *e, struct srv_slot *s, struct srv_task *t, int32_t lcp) {
-    /* at least the prompt's last token is decoded again: its logits are needed */
-    int32_t keep = lcp < t->n_prompt ? lcp : t->n_prompt - 1;
-    bool parked = srv_pcache_park(e->pcache, s->id, s->cache, s->n_cache, keep, t->prompt, t->n_prompt);
-    srv_metrics_request(e->metrics, keep, s->n_cache > keep && !parked ? s->n_cache - keep : 0,
-                        t->n_predict > 0 ? t->n_prompt + t->n_predict : e->n_ctx_slot);
+    /* at least the last token is decoded again: its logits are needed */
+    int32_t keep = lcp < t->n_seq ? lcp : t->n_seq - 1;
+    /* the slot's cells stay its last tenant's when they are parked */
+    bool parked = srv_pcache_park(e->pcache, s->id, s->cache, s->n_cache, keep, t->seq, t->n_seq, s->tenant);
+    if (!t->started)
+        srv_metrics_request(e->metrics, keep, s->n_cache > keep && !parked ? s->n_cache - keep : 0,
+                            t->n_predict > 0 ? t->n_prompt + t->n_predict : e->n_ctx_slot);
     kiln_kv_seq_rm(e->ctx, s->id, keep, -1);
     s->n_cache = keep;
+    s->tenant = cell_tenant(e, t);
     s->task = t;
     s->generating = false;
     s->failed = false;
-    s->n_gen = 0;
+    s->resumed = t->started;
+    s->n_gen = t->n_gen_resume;
     s->order = ++e->tick;
-    for (int32_t i = 0; i < t->n_prompt; i++) kiln_sampler_accept(t->smpl, t->prompt[i]);
+    if (!t->prompt_accepted)
+        for (int32_t i = 0; i < t->n_prompt; i++) kiln_sampler_accept(t->smpl, t->prompt[i]);
+    t->prompt_accepted = true;
     pthread_mutex_lock(&t->mu);
-    t->n_cached = keep;
+    if (!t->started) {
+        t->n_cached = keep;
+        t->t_start = srv_now();
+    }
     t->slot = s->id;
-    t->t_start = srv_now();
     pthread_mutex_unlock(&t->mu);
+    t->started = true;
+}
+
+/* The request of t has this many tasks on slots. */
+static int running(const struct srv_engine *e, uint64_t group) {
+    int n = 0;
+    for (int i = 0; i < e->n_slots; i++) n += e->slots[i].task && e->slots[i].task->group == group;
+    return n;
+}
+
+/* A slot whose task may give way to t (none idle): its request runs at least two
+ * more tasks than t's, so a move never makes the shares less even (no ping-pong);
+ * of those the most recently started. NULL: none. Called with e->mu held. */
+static struct srv_slot *pick_victim(struct srv_engine *e, const struct srv_task *t) {
+    const int mine = running(e, t->group);
+    struct srv_slot *best = NULL;
+    int best_n = 0;
+    for (int i = 0; i < e->n_slots; i++) {
+        struct srv_slot *s = &e->slots[i];
+        if (!s->task) continue;
+        int n = running(e, s->task->group);
+        if (n < mine + 2) continue;
+        if (!best || n > best_n || (n == best_n && s->order > best->order)) {
+            best = s;
+            best_n = n;
+        }
+    }
+    return best;
+}
+
+/* Take s's task off it between steps: it waits again (ahead of its request's later
+ * tasks) and continues from where it was, its cells left on s (the next task there
+ * parks them) or recomputed. Called with e->mu held; false when out of memory. */
+static bool slot_preempt(struct srv_engine *e, struct srv_slot *s) {
+    struct srv_task *t = s->task;
+    if (e->q_len == e->q_cap) return false;
+    if (s->generating) { /* what the cache holds, then the sampled token not yet decoded */
+        int32_t *seq = malloc(sizeof *seq * (size_t)(s->n_cache + 1));
+        if (!seq) return false;
+        memcpy(seq, s->cache, sizeof *seq * (size_t)s->n_cache);
+        seq[s->n_cache] = s->next;
+        if (t->seq != t->prompt) free(t->seq);
+        t->seq = seq;
+        t->n_seq = s->n_cache + 1;
+        t->n_gen_resume = s->n_gen;
+    }
+    s->task = NULL;
+    s->generating = false;
+    s->last_used = ++e->tick;
+    e->queue[e->q_len++] = t; /* the engine's reference moves with it */
+    srv_metrics_preempted(e->metrics);
+    return true;
 }
 
 /* ------------------------------------------------------------------ publishing */
@@ -215,7 +303,7 @@ static void slot_sample(struct srv_engine *e, struct srv_slot *s, const float *l
         t->finish = "length";
         t->done = true;
         t->t_first = t->t_end = srv_now();
-        pthread_cond_broadcast(&t->cv);
+        srv_task_notify_locked(t);
         pthread_mutex_unlock(&t->mu);
         slot_release(e, s, false);
         return;
@@ -228,6 +316,7 @@ static void slot_sample(struct srv_engine *e, struct srv_slot *s, const float *l
         return;
     }
     kiln_sampler_accept(t->smpl, tok);
+    const bool first = s->n_gen == 0; /* a resumed task has generated before */
     s->n_gen++;
     srv_metrics_sampled(e->metrics); /* before the client can see the token */
     struct srv_tok rec = {.id = tok};
@@ -239,7 +328,7 @@ static void slot_sample(struct srv_engine *e, struct srv_slot *s, const float *l
 
     pthread_mutex_lock(&t->mu);
     double now = srv_now();
-    if (!s->generating) {
+    if (first) {
         t->t_first = now;
         srv_metrics_ttft(e->metrics, now - t->t_queued);
     }
@@ -301,7 +390,7 @@ static void slot_sample(struct srv_engine *e, struct srv_slot *s, const float *l
     } else {
         t->safe = safe_len(t);
     }
-    pthread_cond_broadcast(&t->cv);
+    srv_task_notify_locked(t);
     pthread_mutex_unlock(&t->mu);
     if (finish) {
         slot_release(e, s, false);
@@ -317,26 +406,32 @@ static void slot_sample(struct srv_engine *e, struct srv_slot *s, const float *l
  * from cells any other slot decoded (busy or idle), shared through the runtime's
  * sequence copy (a cell then belongs to both sequences; no K/V row is copied), so
  * N requests with one system prompt compute it once. Batch invariance makes a
- * shared cell's K/V identical to the one this slot would have computed. */
+ * shared cell's K/V identical to the one this slot would have computed. Only
+ * cells of the same tenant are taken (may_share): a hit would tell one tenant
+ * what another sent. */
 
-/* Take the longest run of t's prompt past s->n_cache that another slot has decoded. */
+static bool sharing(const struct srv_engine *e, const struct srv_task *t) {
+    return t->cache_prompt && e->p.prefix_share != KILN_PREFIX_SHARE_OFF;
+}
+
+/* Take the longest run of t's tokens past s->n_cache that another slot has decoded. */
 static void share_prefix(struct srv_engine *e, struct srv_slot *s) {
     struct srv_task *t = s->task;
-    int32_t limit = t->n_prompt - 1; /* the last prompt token is decoded here: its logits are needed */
-    if (!t->cache_prompt || !e->p.prefix_share || s->n_cache >= limit) return;
+    int32_t limit = t->n_seq - 1; /* the last token is decoded here: its logits are needed */
+    if (!sharing(e, t) || s->n_cache >= limit) return;
     struct srv_slot *from = NULL;
     int32_t best = s->n_cache;
     for (int i = 0; i < e->n_slots; i++) {
         struct srv_slot *o = &e->slots[i];
-        if (o == s || o->n_cache <= best) continue;
-        int32_t lcp = common_prefix(o->cache, o->n_cache, t->prompt, limit);
+        if (o == s || o->n_cache <= best || !may_share(e, o->tenant, t->tenant)) continue;
+        int32_t lcp = common_prefix(o->cache, o->n_cache, t->seq, limit);
         if (lcp > best) {
             best = lcp;
             from = o;
         }
     }
     int32_t from_seq = from ? from->id : -1, pseq = -1;
-    int32_t plcp = srv_pcache_best(e->pcache, t->prompt, limit, &pseq);
+    int32_t plcp = srv_pcache_best(e->pcache, t->seq, limit, cell_tenant(e, t), &pseq);
     if (plcp > best) {
         best = plcp;
         from_seq = pseq;
@@ -345,11 +440,12 @@ static void share_prefix(struct srv_engine *e, struct srv_slot *s) {
     int32_t n0 = s->n_cache;
     if (!kiln_kv_seq_cp(e->ctx, from_seq, s->id, n0, best)) return;
     for (int32_t p = n0; p < best; p++)
-        if (!cache_push(s, t->prompt[p])) { /* out of memory: give back what was taken */
+        if (!cache_push(s, t->seq[p])) { /* out of memory: give back what was taken */
             kiln_kv_seq_rm(e->ctx, s->id, n0, -1);
             s->n_cache = n0;
             return;
         }
+    if (s->resumed) return; /* its request's figures were its first start's */
     srv_metrics_shared(e->metrics, best - n0, n0 == 0 && t->n_cached == 0);
     pthread_mutex_lock(&t->mu);
     t->n_cached = best;
@@ -361,11 +457,13 @@ static void share_prefix(struct srv_engine *e, struct srv_slot *s) {
  * waits on a slot that waits). */
 static bool should_wait(struct srv_engine *e, const struct srv_slot *s) {
     const struct srv_task *t = s->task;
-    if (!t->cache_prompt || !e->p.prefix_share) return false;
+    if (!sharing(e, t)) return false;
     for (int i = 0; i < e->n_slots; i++) {
         const struct srv_slot *o = &e->slots[i];
-        if (o == s || !o->task || o->generating || o->order > s->order || o->n_cache >= o->task->n_prompt) continue;
-        int32_t lcp = common_prefix(o->task->prompt, o->task->n_prompt, t->prompt, t->n_prompt - 1);
+        if (o == s || !o->task || o->generating || o->order > s->order || o->n_cache >= o->task->n_seq ||
+            !may_share(e, o->tenant, t->tenant))
+            continue;
+        int32_t lcp = common_prefix(o->task->seq, o->task->n_seq, t->seq, t->n_seq - 1);
         if (lcp > s->n_cache) return true;
     }
     return false;
@@ -451,13 +549,18 @@ static void step(struct srv_engine *e) {
     }
     int32_t budget = e->n_batch - b->n_tokens;
     if (n_gen > 0 && budget > e->p.prefill_chunk) budget = e->p.prefill_chunk;
-    /* prompts in arrival order, so an early long prompt is not overtaken forever */
+    /* prompts of the requests with the fewest running tasks first (a single prompt is
+     * not held back by a list's), then in arrival order, so an early long prompt is not
+     * overtaken forever */
+    int *n_run = e->n_run;
+    for (int i = 0; i < e->n_slots; i++) n_run[i] = e->slots[i].task ? running(e, e->slots[i].task->group) : 0;
+    const uint64_t now_step = atomic_load(&e->steps);
     for (;;) {
         struct srv_slot *next = NULL;
         for (int i = 0; i < e->n_slots; i++) {
             struct srv_slot *s = &e->slots[i];
-            if (s->task && !s->generating && s->n_cache < s->task->n_prompt && !s->in_batch &&
-                (!next || s->order < next->order))
+            if (!s->task || s->generating || s->n_cache >= s->task->n_seq || s->in_batch) continue;
+            if (!next || n_run[i] < n_run[next->id] || (n_run[i] == n_run[next->id] && s->order < next->order))
                 next = s;
         }
         if (!next || budget <= 0) break;
@@ -466,19 +569,21 @@ static void step(struct srv_engine *e) {
             next->in_batch = true; /* handled this step: nothing to decode */
             continue;
         }
-        const struct srv_task *t = next->task;
-        int32_t n = t->n_prompt - next->n_cache;
+        struct srv_task *t = next->task;
+        int32_t n = t->n_seq - next->n_cache;
         if (n > budget) n = budget;
         for (int32_t k = 0; k < n; k++) {
             int32_t pos = next->n_cache + k;
-            kiln_batch_add(b, t->prompt[pos], pos, next->id, pos == t->n_prompt - 1);
+            kiln_batch_add(b, t->seq[pos], pos, next->id, pos == t->n_seq - 1);
         }
+        if (t->queue_steps < 0) t->queue_steps = (int32_t)(now_step - t->step_submit);
         budget -= n;
         next->in_batch = true;
     }
     e->n_busy_step = 0;
     for (int i = 0; i < e->n_slots; i++) e->n_busy_step += e->slots[i].task != NULL;
     if (b->n_tokens > 0) decode_range(e, 0, b->n_tokens);
+    atomic_fetch_add(&e->steps, 1);
     for (int i = 0; i < e->n_slots; i++)
         if (e->slots[i].failed) kiln_kv_seq_rm(e->ctx, i, 0, -1); /* cells its later tokens took */
     pthread_mutex_lock(&e->mu);
@@ -492,16 +597,37 @@ static void expire_queued(struct srv_engine *e) {
     double now = srv_now();
     int kept = 0;
     for (int k = 0; k < e->q_len; k++) {
-        struct srv_task *t = e->queue[(e->q_head + k) % e->p.queue_max];
+        struct srv_task *t = e->queue[k];
         if (t->deadline > 0 && now > t->deadline) {
             task_fail(t, 504, "the request waited past the server's --request-timeout");
             srv_metrics_timeout(e->metrics);
             srv_task_unref(t);
             continue;
         }
-        e->queue[(e->q_head + kept++) % e->p.queue_max] = t;
+        e->queue[kept++] = t;
     }
     e->q_len = kept;
+}
+
+/* The waiting task to start next: of the request with the fewest running tasks, then
+ * the oldest request, then its first prompt; -1 when none waits (e->mu held). */
+static int take_next(const struct srv_engine *e) {
+    int best = -1, best_run = 0;
+    for (int k = 0; k < e->q_len; k++) {
+        const struct srv_task *t = e->queue[k], *b = best >= 0 ? e->queue[best] : NULL;
+        int run = running(e, t->group);
+        if (!b || run < best_run || (run == best_run && (t->group < b->group ||
+                                                          (t->group == b->group && t->index < b->index)))) {
+            best = k;
+            best_run = run;
+        }
+    }
+    return best;
+}
+
+static void queue_remove(struct srv_engine *e, int k) {
+    memmove(e->queue + k, e->queue + k + 1, sizeof *e->queue * (size_t)(e->q_len - k - 1));
+    e->q_len--;
 }
 
 static bool any_active(const struct srv_engine *e) {
@@ -520,18 +646,24 @@ static void *loop(void *arg) {
             break;
         }
         expire_queued(e);
-        while (e->q_len > 0) {
-            struct srv_task *t = e->queue[e->q_head];
-            int32_t lcp = 0;
-            struct srv_slot *s = atomic_load(&t->cancel) ? NULL : pick_slot(e, t, &lcp);
-            if (!s && !atomic_load(&t->cancel)) break;
-            e->q_head = (e->q_head + 1) % e->p.queue_max;
-            e->q_len--;
-            if (s) slot_start(e, s, t, lcp);
-            else { /* cancelled while waiting: done, for whoever still looks */
+        for (int k; (k = take_next(e)) >= 0;) {
+            struct srv_task *t = e->queue[k];
+            if (atomic_load(&t->cancel)) { /* cancelled while waiting: done, for whoever still looks */
+                queue_remove(e, k);
                 task_fail(t, 499, "the request was cancelled");
                 srv_task_unref(t);
+                continue;
             }
+            int32_t lcp = 0;
+            struct srv_slot *s = pick_slot(e, t, &lcp);
+            if (!s) { /* none idle: a request running several tasks may give one slot up */
+                struct srv_slot *v = pick_victim(e, t);
+                if (!v || !slot_preempt(e, v)) break;
+                s = pick_slot(e, t, &lcp);
+                if (!s) break;
+            }
+            queue_remove(e, k);
+            slot_start(e, s, t, lcp);
         }
         pthread_mutex_unlock(&e->mu);
         step(e);
@@ -569,18 +701,23 @@ struct srv_engine *srv_engine_new(const struct kiln_model *model, struct kiln_co
     e->n_ctx_slot = (int32_t)(kiln_n_ctx(ctx) / (uint32_t)p->n_parallel);
     e->n_batch = (int32_t)kiln_n_batch(ctx);
     e->slots = calloc((size_t)e->n_slots, sizeof *e->slots);
-    e->queue = calloc((size_t)e->p.queue_max, sizeof *e->queue);
+    /* room for every slot's task besides: a preempted task waits again */
+    e->q_cap = e->p.queue_max + e->n_slots;
+    e->queue = calloc((size_t)e->q_cap, sizeof *e->queue);
+    e->n_run = calloc((size_t)e->n_slots, sizeof *e->n_run);
     e->batch = kiln_batch_init(e->n_batch);
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
-    if (!e->slots || !e->queue || !e->batch.capacity) {
+    if (!e->slots || !e->queue || !e->n_run || !e->batch.capacity) {
         snprintf(err, errlen, "out of memory");
         srv_engine_free(e);
         return NULL;
     }
     for (int i = 0; i < e->n_slots; i++) e->slots[i].id = i;
     /* the context's sequences past the slots hold the prefix cache */
-    int n_park = p->cache_ram_mib != 0 && p->prefix_share ? (int)kiln_n_seq_max(ctx) - e->n_slots : 0;
+    int n_park = p->cache_ram_mib != 0 && p->prefix_share != KILN_PREFIX_SHARE_OFF
+                     ? (int)kiln_n_seq_max(ctx) - e->n_slots
+                     : 0;
     e->pcache = n_park > 0 ? srv_pcache_new(ctx, e->n_slots, n_park, p->cache_ram_mib, NULL) : NULL;
     if (n_park > 0 && !e->pcache) {
         snprintf(err, errlen, "out of memory");
@@ -602,10 +739,16 @@ int32_t srv_engine_n_ctx_slot(const struct srv_engine *e) { return e->n_ctx_slot
 bool srv_engine_submit(struct srv_engine *e, struct srv_task *const *t, int n) {
     pthread_mutex_lock(&e->mu);
     bool ok = !e->stop && e->q_len + n <= e->p.queue_max;
+    const uint64_t group = ++e->next_group, step_now = atomic_load(&e->steps);
     for (int i = 0; ok && i < n; i++) {
         atomic_fetch_add(&t[i]->refs, 1);
-        e->queue[(e->q_head + e->q_len) % e->p.queue_max] = t[i];
-        e->q_len++;
+        t[i]->group = group;
+        t[i]->step_submit = step_now;
+        if (!t[i]->seq) {
+            t[i]->seq = t[i]->prompt;
+            t[i]->n_seq = t[i]->n_prompt;
+        }
+        e->queue[e->q_len++] = t[i];
     }
     if (ok) pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
@@ -619,11 +762,12 @@ void srv_engine_poke(struct srv_engine *e) {
 }
 
 /* GET /slots beyond llama-server's fields: state, cached tokens, the current request
- * (e->mu held; the task's published fields under its own lock, e->mu before t->mu). */
-static void slot_json_more(struct srv_engine *e, const struct srv_slot *s, cJSON *o) {
-    (void)e;
+ * (e->mu held; the task's published fields under its own lock, e->mu before t->mu);
+ * what a slot holds for another tenant is not shown to one (hide). */
+static void slot_json_more(const struct srv_slot *s, cJSON *o, bool hide) {
     struct srv_task *t = s->task;
     cJSON_AddStringToObject(o, "state", !t ? "idle" : s->generating ? "generating" : "prompt");
+    if (hide) return;
     cJSON_AddNumberToObject(o, "n_cached", atomic_load(&s->n_cache_pub));
     if (!t) return;
     cJSON *task = cJSON_AddObjectToObject(o, "task");
@@ -656,7 +800,7 @@ void srv_engine_stats(struct srv_engine *e, struct srv_engine_stats *out) {
     pthread_mutex_unlock(&e->mu);
 }
 
-cJSON *srv_engine_slots_json(struct srv_engine *e) {
+cJSON *srv_engine_slots_json(struct srv_engine *e, uint32_t tenant, bool isolate) {
     cJSON *arr = cJSON_CreateArray();
     pthread_mutex_lock(&e->mu);
     for (int i = 0; arr && i < e->n_slots; i++) {
@@ -665,7 +809,8 @@ cJSON *srv_engine_slots_json(struct srv_engine *e) {
         cJSON_AddNumberToObject(o, "id", i);
         cJSON_AddNumberToObject(o, "n_ctx", e->n_ctx_slot);
         cJSON_AddBoolToObject(o, "is_processing", e->slots[i].task != NULL);
-        slot_json_more(e, &e->slots[i], o);
+        /* the tenant of the cells: the task's (set at its start) or the last one's */
+        slot_json_more(&e->slots[i], o, isolate && e->slots[i].tenant != tenant);
         cJSON_AddItemToArray(arr, o);
     }
     pthread_mutex_unlock(&e->mu);
@@ -689,12 +834,11 @@ void srv_engine_shutdown(struct srv_engine *e) {
         srv_task_unref(t);
     }
     pthread_mutex_lock(&e->mu);
-    for (; e->queue && e->q_len > 0; e->q_len--) {
-        struct srv_task *t = e->queue[e->q_head];
-        e->q_head = (e->q_head + 1) % e->p.queue_max;
-        task_fail(t, 503, "the server is shutting down");
-        srv_task_unref(t);
+    for (int k = 0; e->queue && k < e->q_len; k++) {
+        task_fail(e->queue[k], 503, "the server is shutting down");
+        srv_task_unref(e->queue[k]);
     }
+    e->q_len = 0;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -705,6 +849,7 @@ void srv_engine_free(struct srv_engine *e) {
     srv_pcache_free(e->pcache);
     free(e->slots);
     free(e->queue);
+    free(e->n_run);
     kiln_batch_free(&e->batch);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
