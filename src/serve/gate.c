@@ -141,7 +141,8 @@ bool srv_cors_valid(const char *list, char *err, size_t errlen) {
         while (*p == ',' || *p == ' ') p++;
         size_t len = strcspn(p, ", ");
         if (!len) break;
-        if (!memmem(p, len, "://", 3) || p[len - 1] == '/') {
+        const char *sep = memmem(p, len, "://", 3);
+        if (!sep || sep == p || sep + 3 == p + len || memchr(sep + 3, '/', (size_t)(p + len - (sep + 3)))) {
             snprintf(err, errlen, "--cors-origins '%.*s' is not an origin (scheme://host[:port], no path)",
                      (int)(len > 64 ? 64 : len), p);
             return false;

@@ -358,14 +358,25 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 
 /* ------------------------------------------------------------------ life cycle */
 
-/* libmicrohttpd's own messages (a client gone mid-response ...), marked as ours */
+/* libmicrohttpd's own messages (a client gone mid-response ...), marked as ours; at most
+ * LOG_PER_S a second, the rest counted: 600 hostile sockets must not write 600 lines */
+#define LOG_PER_S 5
 static void on_log(void *cls, const char *fmt, va_list ap) {
-    (void)cls;
+    struct kiln_server *s = cls;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
     while (n > 0 && msg[n - 1] == '\n') msg[--n] = 0;
-    fprintf(stderr, "kiln serve: http: %s\n", msg);
+    pthread_mutex_lock(&s->log_mu);
+    long long now = (long long)srv_now();
+    if (now != s->log_second) {
+        if (s->log_dropped) fprintf(stderr, "kiln serve: http: (%d more such messages)\n", s->log_dropped);
+        s->log_second = now;
+        s->log_count = s->log_dropped = 0;
+    }
+    if (s->log_count++ < LOG_PER_S) fprintf(stderr, "kiln serve: http: %s\n", msg);
+    else s->log_dropped++;
+    pthread_mutex_unlock(&s->log_mu);
 }
 
 static bool is_loopback(const struct sockaddr_storage *a) {
@@ -444,6 +455,7 @@ struct kiln_server *kiln_server_start(const struct kiln_server_params *p, char *
     atomic_init(&s->stopping, false);
     atomic_init(&s->in_flight, 0);
     atomic_init(&s->next_id, 0);
+    pthread_mutex_init(&s->log_mu, NULL);
     unsigned mhd_limit = 0;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = p->threads_http > 0 ? p->threads_http : cores > 4 ? 4 : cores < 2 ? 2 : (int)cores;
@@ -488,14 +500,14 @@ fail:
     srv_conns_free(s->conns);
     srv_auth_free(s->auth);
     srv_metrics_free(s->metrics);
+    pthread_mutex_destroy(&s->log_mu);
     free(s);
     return NULL;
 }
 
 int kiln_server_port(const struct kiln_server *s) { return s->port; }
 
-/* Bytes of the longest token (special ones as their text): the most text one token covers. */
-static int32_t longest_piece(const struct kiln_vocab *v) {
+int32_t srv_longest_piece(const struct kiln_vocab *v) {
     int32_t n = kiln_vocab_n_tokens(v), best = 1;
     for (int32_t id = 0; id < n; id++) {
         int64_t len = kiln_token_to_piece(v, id, NULL, 0, true);
@@ -510,7 +522,7 @@ bool kiln_server_attach(struct kiln_server *s, const struct kiln_model *model, s
     s->vocab = kiln_model_vocab(model);
     s->ctx = ctx;
     s->tmpl = kiln_model_chat_template(model, NULL);
-    s->max_piece = longest_piece(s->vocab);
+    s->max_piece = srv_longest_piece(s->vocab);
     const char *base = strrchr(model_path, '/');
     snprintf(s->model_id, sizeof s->model_id, "%s", base ? base + 1 : model_path);
     s->model_path = strdup(model_path);
@@ -553,6 +565,7 @@ void kiln_server_stop(struct kiln_server *s) {
     srv_engine_free(s->engine);
     srv_auth_free(s->auth);
     srv_metrics_free(s->metrics);
+    pthread_mutex_destroy(&s->log_mu);
     free(s->model_path);
     free(s);
 }

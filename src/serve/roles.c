@@ -198,14 +198,18 @@ bool srv_message_lower(struct kiln_server *s, const cJSON *m, int i, struct kiln
         !short_string(m, "tool_call_id", ID_MAX_LEN, where, &call_id, err, errlen))
         return false;
     /* fields that belong to another role are errors, not ignored */
-    const char *misplaced = name && !result             ? "name (a tool result's function)"
-                            : call_id && !result         ? "tool_call_id"
-                            : !assistant && (cJSON_GetObjectItemCaseSensitive(m, "tool_calls") ||
-                                             cJSON_GetObjectItemCaseSensitive(m, "function_call"))
-                                ? "tool_calls/function_call"
-                                : NULL;
+    const char *misplaced = name && !result       ? "name"
+                            : call_id && !result   ? "tool_call_id"
+                            : assistant            ? NULL
+                            : cJSON_GetObjectItemCaseSensitive(m, "tool_calls")    ? "tool_calls"
+                            : cJSON_GetObjectItemCaseSensitive(m, "function_call") ? "function_call"
+                                                                                   : NULL;
     if (misplaced) {
-        snprintf(err, errlen, "'messages'[%d]: %s does not belong to a '%s' message", i, misplaced, roles[r].api);
+        snprintf(err, errlen, "'messages'[%d]: '%s' belongs to %s messages, not to a '%s' one", i, misplaced,
+                 result ? "assistant" : !strcmp(misplaced, "name") || !strcmp(misplaced, "tool_call_id")
+                                            ? "tool and function"
+                                            : "assistant",
+                 roles[r].api);
         return false;
     }
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");

@@ -145,6 +145,9 @@ struct kiln_server {
     struct srv_work *work;
     char warnings[4][320];
     int n_warnings;
+    pthread_mutex_t log_mu; /* libmicrohttpd's messages, rate-limited */
+    long long log_second;
+    int log_count, log_dropped;
 };
 
 /* ---- replies (reply.c): a route fills one; the connection's own thread sends it */
@@ -306,6 +309,9 @@ enum srv_body {
  * implement given the value that asks for nothing; false with a message naming the
  * first other one. where names obj in the message (NULL: the body's route). */
 bool srv_check_fields(const cJSON *obj, enum srv_body body, const char *where, char *err, size_t errlen);
+
+/* Bytes of the vocabulary's longest token (special ones as their text): the most text one token covers. */
+int32_t srv_longest_piece(const struct kiln_vocab *v);
 
 /* ---- request parsing (params.c): each returns false with a message naming the field */
 cJSON *srv_parse_body(struct srv_req *r, char *err, size_t errlen); /* an object, or NULL */
