@@ -13,7 +13,7 @@
  * Tenants: cells are continued from (own slot, other slots, parked prefixes)
  * only within one tenant, unless --prefix-share global.
  */
-#include "serve_impl.h"
+#include "engine_impl.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -21,51 +21,9 @@
 #include <string.h>
 #include <time.h>
 
-struct srv_slot {
-    int id;
-    struct srv_task *task; /* NULL: idle */
-    int32_t *cache;        /* the ids the KV cache holds for this sequence, positions 0 .. n_cache-1 */
-    int32_t n_cache, cap_cache;
-    bool generating; /* prompt done; next is sampled but not yet decoded */
-    bool failed;     /* failed during this step: its cells are dropped afterwards */
-    bool in_batch;   /* its prompt has a chunk in this step's batch */
-    int32_t next;
-    int32_t n_gen;
-    uint32_t tenant;  /* whose request decoded the cached cells */
-    bool resumed;     /* its task ran before (preempted): its first start's figures stay */
-    uint64_t last_used, order;
-    atomic_int n_cache_pub; /* n_cache for other threads (GET /slots, metrics), set before a task sees its tokens */
-};
-
-struct srv_engine {
-    const struct kiln_model *model;
-    const struct kiln_vocab *v;
-    struct kiln_context *ctx;
-    struct kiln_server_params p;
-    int64_t n_vocab;
-    int32_t n_ctx_slot, n_batch;
-    int n_slots;
-    struct srv_slot *slots;
-    struct kiln_batch batch;
-    pthread_t thread;
-    bool started;
-    pthread_mutex_t mu; /* queue, stop, and the slots' public view */
-    pthread_cond_t cv;
-    struct srv_task **queue; /* waiting tasks in arrival order; taken by fairness (take_next) */
-    int q_len, q_cap;
-    bool stop;
-    uint64_t tick, next_group;
-    atomic_ullong steps; /* steps run (queue_steps of a task counts them) */
-    struct srv_metrics *metrics; /* NULL: not counted */
-    int n_busy_step;             /* slots with a task in this step */
-    struct srv_prefix_cache *pcache; /* on the sequences past the slots' */
-    int *n_run;                      /* per slot: its request's running tasks (step's scratch) */
-    long long parked_pub;            /* its tokens as of the last step, under mu */
-};
-
 /* ------------------------------------------------------------------ tasks (task.c) */
 
-static void task_fail(struct srv_task *t, int status, const char *msg) {
+void srv_task_fail(struct srv_task *t, int status, const char *msg) {
     pthread_mutex_lock(&t->mu);
     srv_task_fail_locked(t, status, msg);
     pthread_mutex_unlock(&t->mu);
@@ -73,7 +31,7 @@ static void task_fail(struct srv_task *t, int status, const char *msg) {
 
 /* ------------------------------------------------------------------ slots */
 
-static bool cache_push(struct srv_slot *s, int32_t tok) {
+bool srv_slot_push(struct srv_slot *s, int32_t tok) {
     if (s->n_cache == s->cap_cache) {
         int32_t cap = s->cap_cache ? s->cap_cache * 2 : 256;
         int32_t *c = realloc(s->cache, sizeof *c * (size_t)cap);
@@ -87,7 +45,7 @@ static bool cache_push(struct srv_slot *s, int32_t tok) {
 
 /* Detach the task (the engine's reference goes); drop_cells when the cached tokens
  * must not be reused (cancelled, failed). */
-static void slot_release(struct srv_engine *e, struct srv_slot *s, bool drop_cells) {
+void srv_slot_release(struct srv_engine *e, struct srv_slot *s, bool drop_cells) {
     if (drop_cells) {
         kiln_kv_seq_rm(e->ctx, s->id, 0, -1);
         s->n_cache = 0;
@@ -232,174 +190,6 @@ static bool slot_preempt(struct srv_engine *e, struct srv_slot *s) {
     return true;
 }
 
-/* ------------------------------------------------------------------ publishing */
-
-static size_t max_stop_len(const struct srv_task *t) {
-    size_t m = 0;
-    for (int i = 0; i < t->n_stop; i++) {
-        size_t l = strlen(t->stop[i]);
-        if (l > m) m = l;
-    }
-    return m;
-}
-
-/* How much of the text can be shown: not a suffix that may start a stop string,
- * not an incomplete UTF-8 sequence. */
-static size_t safe_len(const struct srv_task *t) {
-    size_t len = t->len, hold = 0;
-    for (int i = 0; i < t->n_stop; i++) {
-        size_t sl = strlen(t->stop[i]);
-        for (size_t k = sl - 1 < len ? sl - 1 : len; k > hold; k--)
-            if (!memcmp(t->text + len - k, t->stop[i], k)) {
-                hold = k;
-                break;
-            }
-    }
-    size_t h = len - hold;
-    /* back off over a lead byte whose sequence is not complete before h */
-    for (size_t back = 1; back <= 4 && back <= h; back++) {
-        unsigned char c = (unsigned char)t->text[h - back];
-        if ((c & 0xC0) == 0x80) continue; /* continuation byte */
-        size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-        if (need > back) h -= back;
-        break;
-    }
-    return h > t->safe ? h : t->safe;
-}
-
-static void logprobs(const float *logits, int64_t n_vocab, int32_t tok, int n_top, struct srv_tok *rec) {
-    float mx = -INFINITY;
-    for (int64_t i = 0; i < n_vocab; i++)
-        if (logits[i] > mx) mx = logits[i];
-    double sum = 0;
-    for (int64_t i = 0; i < n_vocab; i++)
-        if (logits[i] > -INFINITY) sum += exp((double)logits[i] - mx);
-    double lse = (double)mx + log(sum);
-    rec->logprob = (float)((double)logits[tok] - lse);
-    rec->n_top = 0;
-    for (int64_t i = 0; i < n_vocab && n_top > 0; i++) {
-        float l = logits[i];
-        if (!(l > -INFINITY)) continue;
-        int k = rec->n_top;
-        if (k == n_top && l <= rec->top[k - 1].logprob) continue;
-        if (k < n_top) rec->n_top++;
-        else k--;
-        while (k > 0 && rec->top[k - 1].logprob < l) {
-            rec->top[k] = rec->top[k - 1];
-            k--;
-        }
-        rec->top[k].id = (int32_t)i;
-        rec->top[k].logprob = l;
-    }
-    for (int k = 0; k < rec->n_top; k++) rec->top[k].logprob = (float)((double)rec->top[k].logprob - lse);
-}
-
-/* Sample the slot's next token from logits, publish it, and finish the task when it
- * ends (end of generation, a stop string, its limit, the slot's context). */
-static void slot_sample(struct srv_engine *e, struct srv_slot *s, const float *logits) {
-    struct srv_task *t = s->task;
-    if (t->n_predict == 0) {
-        pthread_mutex_lock(&t->mu);
-        t->finish = "length";
-        t->done = true;
-        t->t_first = t->t_end = srv_now();
-        srv_task_notify_locked(t);
-        pthread_mutex_unlock(&t->mu);
-        slot_release(e, s, false);
-        return;
-    }
-    int32_t tok = logits ? kiln_sampler_sample(t->smpl, logits, e->n_vocab) : KILN_TOKEN_NULL;
-    if (tok < 0) {
-        task_fail(t, 500, "sampling failed");
-        s->failed = true;
-        slot_release(e, s, true);
-        return;
-    }
-    kiln_sampler_accept(t->smpl, tok);
-    const bool first = s->n_gen == 0; /* a resumed task has generated before */
-    s->n_gen++;
-    srv_metrics_sampled(e->metrics); /* before the client can see the token */
-    struct srv_tok rec = {.id = tok};
-    if (t->want_logprobs || t->n_probs > 0) logprobs(logits, e->n_vocab, tok, t->n_probs, &rec);
-    bool eog = kiln_vocab_is_eog(e->v, tok);
-    char piece[256];
-    int64_t pl = eog ? 0 : kiln_token_to_piece(e->v, tok, piece, sizeof piece, false);
-    if (pl < 0) pl = 0;
-
-    pthread_mutex_lock(&t->mu);
-    double now = srv_now();
-    if (first) {
-        t->t_first = now;
-        srv_metrics_ttft(e->metrics, now - t->t_queued);
-    }
-    t->n_gen = s->n_gen;
-    const char *finish = NULL;
-    bool oom = false;
-    if (eog) {
-        finish = "stop";
-    } else {
-        size_t old = t->len;
-        rec.off = (uint32_t)old;
-        rec.len = (uint32_t)pl;
-        if (t->n_toks == t->cap_toks) {
-            int32_t cap = t->cap_toks ? t->cap_toks * 2 : 64;
-            struct srv_tok *p = realloc(t->toks, sizeof *p * (size_t)cap);
-            if (p) {
-                t->toks = p;
-                t->cap_toks = cap;
-            }
-        }
-        oom = t->n_toks == t->cap_toks || !srv_bytes_append(&t->text, &t->len, &t->cap, piece, (size_t)pl);
-        if (!oom) t->toks[t->n_toks++] = rec;
-        /* a stop string can only end in the new piece */
-        size_t ms = max_stop_len(t), from = old + 1 > ms ? old + 1 - ms : 0, cut = t->len;
-        for (int i = 0; i < t->n_stop && !oom; i++) {
-            const char *hit = memmem(t->text + from, t->len - from, t->stop[i], strlen(t->stop[i]));
-            if (hit && (size_t)(hit - t->text) < cut) {
-                cut = (size_t)(hit - t->text);
-                t->stop_word = i;
-            }
-        }
-        if (cut < t->len) {
-            t->len = cut;
-            t->text[cut] = 0;
-            while (t->n_toks > 0 && t->toks[t->n_toks - 1].off >= cut) t->n_toks--;
-            if (t->n_toks > 0) {
-                struct srv_tok *last = &t->toks[t->n_toks - 1];
-                if (last->off + last->len > cut) last->len = (uint32_t)(cut - last->off);
-            }
-            finish = "stop";
-        } else if (t->n_predict > 0 && s->n_gen >= t->n_predict) {
-            finish = "length";
-        } else if (s->n_cache >= e->n_ctx_slot) {
-            finish = "length"; /* no cell left in this slot for the token */
-        }
-    }
-    if (oom) {
-        srv_task_fail_locked(t, 500, "out of memory");
-        pthread_mutex_unlock(&t->mu);
-        s->failed = true;
-        slot_release(e, s, true);
-        return;
-    }
-    if (finish) {
-        t->finish = finish;
-        t->safe = t->len;
-        t->done = true;
-        t->t_end = now;
-    } else {
-        t->safe = safe_len(t);
-    }
-    srv_task_notify_locked(t);
-    pthread_mutex_unlock(&t->mu);
-    if (finish) {
-        slot_release(e, s, false);
-    } else {
-        s->generating = true;
-        s->next = tok;
-    }
-}
-
 /* ------------------------------------------------------------------ shared prefixes */
 
 /* Every slot's cached tokens together are the prefix tree: a prompt may continue
@@ -440,7 +230,7 @@ static void share_prefix(struct srv_engine *e, struct srv_slot *s) {
     int32_t n0 = s->n_cache;
     if (!kiln_kv_seq_cp(e->ctx, from_seq, s->id, n0, best)) return;
     for (int32_t p = n0; p < best; p++)
-        if (!cache_push(s, t->seq[p])) { /* out of memory: give back what was taken */
+        if (!srv_slot_push(s, t->seq[p])) { /* out of memory: give back what was taken */
             kiln_kv_seq_rm(e->ctx, s->id, n0, -1);
             s->n_cache = n0;
             return;
@@ -504,19 +294,19 @@ static void decode_range(struct srv_engine *e, int32_t lo, int32_t hi) {
         if (rc != 0) {
             char msg[300];
             snprintf(msg, sizeof msg, "decode failed: %s", kiln_context_error(e->ctx));
-            task_fail(s->task, rc == -2 ? 503 : 500, msg);
+            srv_task_fail(s->task, rc == -2 ? 503 : 500, msg);
             s->failed = true;
-            slot_release(e, s, true);
+            srv_slot_release(e, s, true);
             continue;
         }
-        if (!cache_push(s, b->token[i])) {
-            task_fail(s->task, 500, "out of memory");
+        if (!srv_slot_push(s, b->token[i])) {
+            srv_task_fail(s->task, 500, "out of memory");
             s->failed = true;
-            slot_release(e, s, true);
+            srv_slot_release(e, s, true);
             continue;
         }
         atomic_store(&s->n_cache_pub, s->n_cache);
-        if (b->logits[i]) slot_sample(e, s, kiln_get_logits_ith(e->ctx, i - lo));
+        if (b->logits[i]) srv_slot_sample(e, s, kiln_get_logits_ith(e->ctx, i - lo));
     }
 }
 
@@ -531,15 +321,15 @@ static void step(struct srv_engine *e) {
         s->in_batch = false;
         if (!s->task) continue;
         if (atomic_load(&s->task->cancel)) {
-            task_fail(s->task, 499, "the client closed the connection");
-            slot_release(e, s, true);
+            srv_task_fail(s->task, 499, "the client closed the connection");
+            srv_slot_release(e, s, true);
             continue;
         }
         if (s->task->deadline > 0 && t0 > s->task->deadline) {
             /* the cache holds only decoded tokens: it stays valid for a later prefix */
-            task_fail(s->task, 504, "the request ran past the server's --request-timeout");
+            srv_task_fail(s->task, 504, "the request ran past the server's --request-timeout");
             srv_metrics_timeout(e->metrics);
-            slot_release(e, s, false);
+            srv_slot_release(e, s, false);
             continue;
         }
         if (s->generating) {
@@ -599,7 +389,7 @@ static void expire_queued(struct srv_engine *e) {
     for (int k = 0; k < e->q_len; k++) {
         struct srv_task *t = e->queue[k];
         if (t->deadline > 0 && now > t->deadline) {
-            task_fail(t, 504, "the request waited past the server's --request-timeout");
+            srv_task_fail(t, 504, "the request waited past the server's --request-timeout");
             srv_metrics_timeout(e->metrics);
             srv_task_unref(t);
             continue;
@@ -650,7 +440,7 @@ static void *loop(void *arg) {
             struct srv_task *t = e->queue[k];
             if (atomic_load(&t->cancel)) { /* cancelled while waiting: done, for whoever still looks */
                 queue_remove(e, k);
-                task_fail(t, 499, "the request was cancelled");
+                srv_task_fail(t, 499, "the request was cancelled");
                 srv_task_unref(t);
                 continue;
             }
@@ -830,12 +620,12 @@ void srv_engine_shutdown(struct srv_engine *e) {
         struct srv_task *t = e->slots[i].task;
         if (!t) continue;
         e->slots[i].task = NULL;
-        task_fail(t, 503, "the server is shutting down");
+        srv_task_fail(t, 503, "the server is shutting down");
         srv_task_unref(t);
     }
     pthread_mutex_lock(&e->mu);
     for (int k = 0; e->queue && k < e->q_len; k++) {
-        task_fail(e->queue[k], 503, "the server is shutting down");
+        srv_task_fail(e->queue[k], 503, "the server is shutting down");
         srv_task_unref(e->queue[k]);
     }
     e->q_len = 0;

@@ -352,7 +352,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     pthread_mutex_lock(&x->mu);
     x->conn = NULL; /* nothing resumes it from now on */
     pthread_mutex_unlock(&x->mu);
-    if (!x->stream) srv_exchange_release_group(x); /* a stream's end releases its own */
+    /* its tasks go now, unless a worker still fills them in (its reference releases them then)
+     * or a stream's end does */
+    if (atomic_load(&x->prepared) && !x->stream) srv_exchange_release_group(x);
     srv_exchange_unref(x);
 }
 
