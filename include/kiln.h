@@ -453,7 +453,7 @@ enum kiln_chat_template {
 };
 
 struct kiln_chat_msg {
-    const char *role;    /* "system", "user", "assistant", "tool", others as the family allows */
+    const char *role;    /* "system", "user", "assistant", others as the family allows */
     const char *content; /* NUL-terminated UTF-8 */
 };
 
@@ -476,8 +476,7 @@ enum kiln_chat_template kiln_model_chat_template(const struct kiln_model *model,
 /* Name of a family ("unknown" for KILN_CHAT_UNKNOWN or out of range). */
 const char *kiln_chat_template_name(enum kiln_chat_template t);
 /* Render msgs[0 .. n) in family t, then the assistant's opening when
- * add_assistant (and the family has one). A "tool" message (a tool's result)
- * is written in a form the family's models know (see chat.c). Returns the length written to buf
+ * add_assistant (and the family has one). Returns the length written to buf
  * (NUL-terminated), -(needed including the NUL) when size is too small (buf
  * may be NULL then), KILN_ERR_INVALID for t out of range or a NULL role/content. */
 int64_t kiln_chat_apply(enum kiln_chat_template t, const struct kiln_chat_msg *msgs, size_t n, bool add_assistant,

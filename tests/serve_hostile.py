@@ -313,8 +313,7 @@ msgs = [{"role": "developer", "content": "Be brief."}, {"role": "user", "content
 st, _, j, _ = req("POST", "/apply-template", {"messages": msgs}, "A")
 want = ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWeather?<|im_end|>\n"
         "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Ur\"}}\n"
-        "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\nsunny\n</tool_response><|im_end|>\n"
-        "<|im_start|>assistant\n")
+        "</tool_call><|im_end|>\n<|im_start|>tool\nsunny<|im_end|>\n<|im_start|>assistant\n")
 check("developer, an assistant's tool call and a tool result rendered (ChatML)", st == 200 and j["prompt"] == want,
       (st, j))
 st, _, j, _ = req("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 2}, "A")

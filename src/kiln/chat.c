@@ -439,100 +439,42 @@ enum kiln_chat_template kiln_chat_template_from_name(const char *name) {
     return KILN_CHAT_UNKNOWN;
 }
 
-/* ------------------------------------------------------------------ tool messages */
+/* ------------------------------------------------------------------ tool calls */
 
 /* Until Jinja templates render them (a model's own template knows its tool
- * syntax), tool calls and results are plain text in each native family: an
- * assistant's calls follow its content as <tool_call> blocks of {"name",
- * "arguments"} (the Hermes form Qwen and many others use), or Llama 3's bare
- * {"name", "parameters"}; a result keeps the role "tool" where the family's
- * table has one, becomes Llama 3's "ipython", else a user turn wrapped in
- * <tool_response> (so that no family drops it). */
-
-static bool has_role(const struct family *f, const char *role) {
-    for (size_t r = 0; r < 5 && f->roles[r].role; r++)
-        if (is(f->roles[r].role, role)) return true;
-    return false;
-}
-
+ * syntax), an assistant's tool calls are text after its content: <tool_call>
+ * blocks of {"name", "arguments"} (the Hermes form Qwen and many others use), or
+ * Llama 3's bare {"name", "parameters"}. */
 int64_t kiln_chat_tool_calls(enum kiln_chat_template t, const struct kiln_chat_tool_call *calls, size_t n,
                              char *buf, size_t size) {
     if ((int)t < 0 || t >= KILN_CHAT_COUNT || (n > 0 && !calls)) return KILN_ERR_INVALID;
     struct out o = {buf, buf ? size : 0, 0};
+    const bool llama3 = t == KILN_CHAT_LLAMA3;
     for (size_t k = 0; k < n; k++) {
         if (!calls[k].name || !calls[k].arguments) return KILN_ERR_INVALID;
         if (k) puts_(&o, "\n");
-        puts_(&o, t == KILN_CHAT_LLAMA3 ? "{\"name\": \"" : "<tool_call>\n{\"name\": \"");
+        puts_(&o, llama3 ? "{\"name\": \"" : "<tool_call>\n{\"name\": \"");
         puts_(&o, calls[k].name);
-        puts_(&o, t == KILN_CHAT_LLAMA3 ? "\", \"parameters\": " : "\", \"arguments\": ");
+        puts_(&o, llama3 ? "\", \"parameters\": " : "\", \"arguments\": ");
         puts_(&o, calls[k].arguments);
-        puts_(&o, t == KILN_CHAT_LLAMA3 ? "}" : "}\n</tool_call>");
+        puts_(&o, llama3 ? "}" : "}\n</tool_call>");
     }
     if (o.len >= o.size) return -(int64_t)(o.len + 1);
     buf[o.len] = '\0';
     return (int64_t)o.len;
 }
 
-/* A tool result's role in family f, and whether its content is wrapped. */
-static const char *tool_role(enum kiln_chat_template t, bool *wrap) {
-    *wrap = false;
-    if (has_role(&FAMILIES[t], "tool")) return "tool";
-    if (t == KILN_CHAT_LLAMA3) return "ipython";
-    *wrap = true;
-    return "user";
-}
-
-/* msgs with each "tool" message lowered (*owned: the contents made, one per message at most) */
-static struct kiln_chat_msg *lower_tools(enum kiln_chat_template t, const struct kiln_chat_msg *msgs, size_t n,
-                                         char **owned) {
-    struct kiln_chat_msg *out = malloc(sizeof *out * n);
-    if (!out) return NULL;
-    for (size_t i = 0; i < n; i++) {
-        out[i] = msgs[i];
-        if (!is(msgs[i].role, "tool")) continue;
-        bool wrap;
-        out[i].role = tool_role(t, &wrap);
-        if (!wrap) continue;
-        static const char pre[] = "<tool_response>\n", post[] = "\n</tool_response>";
-        size_t len = strlen(msgs[i].content);
-        if (!(owned[i] = malloc(sizeof pre - 1 + len + sizeof post))) {
-            free(out);
-            return NULL;
-        }
-        memcpy(owned[i], pre, sizeof pre - 1);
-        memcpy(owned[i] + sizeof pre - 1, msgs[i].content, len);
-        memcpy(owned[i] + sizeof pre - 1 + len, post, sizeof post);
-        out[i].content = owned[i];
-    }
-    return out;
-}
-
 int64_t kiln_chat_apply(enum kiln_chat_template t, const struct kiln_chat_msg *msgs, size_t n,
                         bool add_assistant, char *buf, size_t size) {
     if ((int)t < 0 || t >= KILN_CHAT_COUNT || (n > 0 && !msgs)) return KILN_ERR_INVALID;
-    bool tools = false;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         if (!msgs[i].role || !msgs[i].content) return KILN_ERR_INVALID;
-        tools = tools || is(msgs[i].role, "tool");
-    }
     const struct family *f = &FAMILIES[t];
     struct out o = {buf, buf ? size : 0, 0};
-    char **owned = tools ? calloc(n, sizeof *owned) : NULL;
-    const struct kiln_chat_msg *m = tools && owned ? lower_tools(t, msgs, n, owned) : msgs;
-    if (tools && (!owned || !m)) {
-        for (size_t i = 0; owned && i < n; i++) free(owned[i]);
-        free(owned);
-        return KILN_ERR_INVALID;
-    }
     if (f->render)
-        f->render(f, m, n, add_assistant, &o);
+        f->render(f, msgs, n, add_assistant, &o);
     else
-        render_table(f, m, n, add_assistant, &o);
-    if (tools) {
-        for (size_t i = 0; i < n; i++) free(owned[i]);
-        free(owned);
-        free((void *)m);
-    }
+        render_table(f, msgs, n, add_assistant, &o);
     if (o.len >= o.size) {
         if (o.len >= (size_t)INT64_MAX) return KILN_ERR_INVALID;
         return -(int64_t)(o.len + 1);

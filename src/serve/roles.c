@@ -2,8 +2,10 @@
  * roles.c - one chat message of a request into what the native chat templates
  * render: the roles apps send (developer as system; tool and function results;
  * an assistant's tool_calls or function_call with or without content), every
- * field checked and bounded. The native families write tool calls and results
- * as text (kiln_chat_tool_calls, kiln_chat_apply); Jinja templates will render
+ * field checked and bounded. In the native families a call is text after the
+ * assistant's content (kiln_chat_tool_calls), and a result is a "tool" message
+ * where the family writes one (as llama.cpp's formatter does), else a user turn
+ * wrapped in <tool_response> rather than dropped. Jinja templates will render
  * the request's own messages instead.
  */
 #include "serve_impl.h"
@@ -174,6 +176,26 @@ static char *calls_text(struct kiln_server *s, const cJSON *m, int i, char *err,
     return out;
 }
 
+/* Family t writes a message of this role (some leave out roles they do not know). */
+static bool renders(enum kiln_chat_template t, const char *role) {
+    const struct kiln_chat_msg m = {role, "\x01"}; /* a byte no family's own text has */
+    char buf[1024];
+    int64_t n = kiln_chat_apply(t, &m, 1, false, buf, sizeof buf);
+    return n > 0 && memchr(buf, 1, (size_t)n) != NULL;
+}
+
+static char *wrap(const char *pre, char *text, const char *post) {
+    size_t a = strlen(pre), b = strlen(text), c = strlen(post);
+    char *out = malloc(a + b + c + 1);
+    if (out) {
+        memcpy(out, pre, a);
+        memcpy(out + a, text, b);
+        memcpy(out + a + b, post, c + 1);
+    }
+    free(text);
+    return out;
+}
+
 bool srv_message_lower(struct kiln_server *s, const cJSON *m, int i, struct kiln_chat_msg *out, char **content,
                        char *err, size_t errlen) {
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
@@ -237,8 +259,14 @@ bool srv_message_lower(struct kiln_server *s, const cJSON *m, int i, struct kiln
         if (!text) snprintf(err, errlen, "out of memory");
     }
     free(calls);
+    const char *as = roles[r].tmpl;
+    if (text && result && !renders(s->tmpl, "tool")) {
+        as = "user";
+        text = wrap("<tool_response>\n", text, "\n</tool_response>");
+        if (!text) snprintf(err, errlen, "out of memory");
+    }
     if (!text) return false;
     *content = text;
-    *out = (struct kiln_chat_msg){roles[r].tmpl, text};
+    *out = (struct kiln_chat_msg){as, text};
     return true;
 }
