@@ -17,6 +17,11 @@ fi
 limit=120; [ -n "${KILN_SANITIZED:-}" ] && limit=400
 
 # flags
+check "--help" exit_is 0 "$kiln" serve --help
+for f in --max-connections --header-timeout --body-timeout --api-key-file --prefix-share --trusted-proxy \
+  --cors-origins --threads-http; do
+  check "--help names $f" grep -q -- "$f" "$tmp/out"
+done
 check "--prefix-share bogus" exit_is 2 "$kiln" serve -m "$model" --prefix-share bogus
 check "--prefix-share named" err_has "--prefix-share"
 check "--max-connections 3" exit_is 2 "$kiln" serve -m "$model" --max-connections 3
