@@ -39,7 +39,7 @@ check "--max-connections over the descriptors" exit_is 1 bash -c "ulimit -n 256;
 check "--max-connections over the descriptors: named" err_has "ulimit -n"
 
 # connections: 600 held under the default limit, cut by the deadlines
-if check "server starts (default limit)" srv_start "$tmp/big.log" -np 1 -c 512 --header-timeout 6 --body-timeout 3; then
+if check "server starts (default limit)" srv_start "$tmp/big.log" -np 1 -c 512 --header-timeout 8 --body-timeout 3; then
   check "start-up warns: no key and every origin" grep -q "warning: no API key is set and every origin" "$tmp/big.log"
   check "idle and trickling connections" timeout $limit python3 "$src/tests/serve_hostile.py" "$port" big
   check "SIGTERM: exit 0" srv_stop "$tmp/big.log"

@@ -157,7 +157,7 @@ void srv_response_headers(struct kiln_server *s, struct MHD_Connection *c, struc
 /* Queue rp on c (its body is taken). */
 static enum MHD_Result send_reply(struct kiln_server *s, struct MHD_Connection *c, struct srv_reply *rp,
                                   const char *route) {
-    if (!rp->body) srv_reply_clear(rp), rp->status = 500;
+    unsigned status = rp->body ? rp->status : 500; /* a reply without a body is a bug: say so */
     char *body = rp->body ? rp->body : srv_error_body(500, "no answer");
     if (!body) return MHD_NO;
     rp->body = NULL;
@@ -169,8 +169,8 @@ static enum MHD_Result send_reply(struct kiln_server *s, struct MHD_Connection *
     MHD_add_response_header(resp, "Content-Type", rp->type ? rp->type : "application/json; charset=utf-8");
     if (rp->hdr) MHD_add_response_header(resp, rp->hdr, rp->hdr_val);
     srv_response_headers(s, c, resp, rp->close);
-    srv_metrics_response(s->metrics, route, rp->status);
-    enum MHD_Result ret = MHD_queue_response(c, rp->status, resp);
+    srv_metrics_response(s->metrics, route, status);
+    enum MHD_Result ret = MHD_queue_response(c, status, resp);
     MHD_destroy_response(resp);
     srv_reply_clear(rp);
     return ret;
