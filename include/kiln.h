@@ -611,6 +611,12 @@ struct kiln_chat_msg {
     const char *content; /* NUL-terminated UTF-8 */
 };
 
+/* A call an assistant's message made to a tool (OpenAI's tool_calls[i].function). */
+struct kiln_chat_tool_call {
+    const char *name;      /* the function called */
+    const char *arguments; /* its arguments: JSON text */
+};
+
 /* Family of a Jinja chat template text (or of a family name, as llama.cpp
  * accepts). KILN_CHAT_UNKNOWN for NULL, "" or no known marker. */
 enum kiln_chat_template kiln_chat_template_detect(const char *jinja);
@@ -629,6 +635,13 @@ const char *kiln_chat_template_name(enum kiln_chat_template t);
  * may be NULL then), KILN_ERR_INVALID for t out of range or a NULL role/content. */
 int64_t kiln_chat_apply(enum kiln_chat_template t, const struct kiln_chat_msg *msgs, size_t n, bool add_assistant,
                         char *buf, size_t size);
+/* The text an assistant message's tool calls take in family t, to follow its
+ * content (a newline between, when both are there): <tool_call> blocks of
+ * {"name", "arguments"}, or Llama 3's {"name", "parameters"}. Returns the length
+ * written (NUL-terminated), -(needed including the NUL) when size is too small,
+ * KILN_ERR_INVALID for t out of range or a NULL name/arguments. */
+int64_t kiln_chat_tool_calls(enum kiln_chat_template t, const struct kiln_chat_tool_call *calls, size_t n,
+                             char *buf, size_t size);
 
 #ifdef __cplusplus
 }

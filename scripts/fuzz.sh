@@ -1,17 +1,38 @@
 #!/usr/bin/env bash
-# Fuzz kiln's GGUF reader (and legacy GGML/GGMF/GGJT reader) with libFuzzer under ASan+UBSan (clang).
-#   scripts/fuzz.sh [SECONDS]    (default 1800; KILN_SHARED overrides ../shared)
-# Builds build-gguf-fuzz/fuzz_gguf, makes a seed corpus from ../shared (the first
+# Fuzz kiln with libFuzzer under ASan+UBSan (clang):
+#   scripts/fuzz.sh [gguf] [SECONDS]   the GGUF reader (and legacy GGML/GGMF/GGJT reader); default 1800 s
+#   scripts/fuzz.sh serve [SECONDS]    the server's request parsing and validation (tests/fuzz/fuzz_serve.c);
+#                                      default 600 s, seeds from the hostile suite's cases (tests/data/serve-corpus)
+# (KILN_SHARED overrides ../shared.)
+# gguf: builds build-gguf-fuzz/fuzz_gguf, makes a seed corpus from ../shared (the first
 # 64 KiB of every model and vocabulary file, plus a miniature of each file: all
 # of its metadata with arrays cut to 8 elements and every tensor cut to one row
 # of one block, so that seeds reach tensor validation), then runs one fuzzing
 # process at nice 19. Crashing inputs land in fuzz-corpus/gguf-artifacts/; copy
 # them to tests/data/gguf-crashes/, where test_gguf_bad opens each one.
+# serve: crashing inputs land in fuzz-corpus/serve-artifacts/; copy them to
+# tests/data/serve-corpus/, which test_fuzz_serve replays in every test run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=${1:-1800}
+target=gguf
+case "${1:-}" in gguf | serve) target=$1; shift ;; esac
 shared=${KILN_SHARED:-../shared}
 build=build-gguf-fuzz
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+if [ "$target" = serve ]; then
+  secs=${1:-600}
+  cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DKILN_FUZZ=ON -DKILN_SANITIZE=ON >/dev/null
+  cmake --build "$build" -j2 --target fuzz_serve
+  corpus=fuzz-corpus/serve arts=fuzz-corpus/serve-artifacts
+  mkdir -p "$corpus" "$arts"
+  python3 tests/fuzz/serve_seeds.py fuzz-corpus/serve-seeds >/dev/null
+  KILN_SRC=$PWD nice -n 19 "$build"/fuzz_serve -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 \
+    -timeout=120 -print_final_stats=1 -artifact_prefix="$arts/" "$corpus" fuzz-corpus/serve-seeds tests/data/serve-corpus
+  exit
+fi
+secs=${1:-1800}
 
 cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DKILN_FUZZ=ON -DKILN_SANITIZE=ON >/dev/null
@@ -111,6 +132,5 @@ echo "seeds: $(ls "$seeds" | wc -l) files in $seeds"
 
 # -timeout is generous: on a loaded machine a nice 19 process can be starved for
 # seconds (a first run reported 10 s "timeouts" on inputs that parse in 1 us).
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 nice -n 19 "$build"/fuzz_gguf -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -timeout=120 \
   -print_final_stats=1 -artifact_prefix="$arts/" "$corpus" "$seeds"

@@ -3,7 +3,7 @@
 # to their sequential answers, a chat's second turn reusing the cache, client
 # disconnects, and a corpus of malformed requests each with its status.
 # usage: serve_check.py PORT MODE [KILN MODEL REFDIR]   (MODE: main | auth)
-import http.client, json, os, socket, subprocess, sys, threading, time
+import http.client, json, os, socket, struct, subprocess, sys, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_checks import request  # noqa: E402
@@ -104,9 +104,13 @@ if mode == "auth":
           wait_metric("requests_deferred", 0, auth))
     st, _, j, _ = req("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2}, auth)
     check("answers after the queue drained", st == 200, (st, j))
-    # clients that leave: 4000 tokens take seconds; a cancelled request frees its slot within a step
+    # clients that leave: 4000 tokens take seconds; a cancelled request frees its slot within a step.
+    # A stream notices at its next write; a whole-body request at the peer's reset (a FIN alone
+    # is a half-close, answered: test_serve_hostile), so the client resets (SO_LINGER 0).
     for stream in (True, False):
         s = socket.create_connection(("127.0.0.1", port))
+        if not stream:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         b = json.dumps({"prompt": "And God said", "max_tokens": 4000, "stream": stream, "ignore_eos": True})
         s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret\r\n"
                    "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(b), b)).encode())
@@ -421,8 +425,9 @@ for method, path, body, want, word in bad:
         check("405 names Allow", "Allow" in h, h)
 check("at least 30 malformed requests", len(bad) >= 30)
 st, h, _, raw = req("OPTIONS", "/v1/chat/completions", headers={"Origin": "http://x", "Access-Control-Request-Method": "POST"})
-check("CORS preflight", st == 204 and h.get("Access-Control-Allow-Methods") == "POST" and
-      h.get("Access-Control-Allow-Origin") == "*" and "Authorization" in h.get("Access-Control-Allow-Headers", ""), (st, h))
+check("CORS preflight (the origin echoed, as llama-server)", st == 204 and h.get("Access-Control-Allow-Methods") ==
+      "POST" and h.get("Access-Control-Allow-Origin") == "http://x" and
+      "Authorization" in h.get("Access-Control-Allow-Headers", ""), (st, h))
 st, h, _, _ = req("GET", "/health")
 check("responses allow any origin", h.get("Access-Control-Allow-Origin") == "*", h)
 # a chunked upload over the limit (no Content-Length to refuse it early)

@@ -956,7 +956,26 @@ static void test_buffers(void) {
     CHECK(kiln_chat_apply((enum kiln_chat_template) - 1, m, 1, true, buf, sizeof buf) == KILN_ERR_INVALID);
 }
 
+/* An assistant's tool calls as text in the native families (issue 42; written out by
+ * hand from the two forms: Hermes' <tool_call> blocks, Llama 3's bare object). */
+static void test_tool_calls(void) {
+    static const struct kiln_chat_tool_call calls[] = {{"get_weather", "{\"city\":\"Ur\"}"}, {"now", "{}"}};
+    char buf[256];
+    const char *want = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Ur\"}}\n</tool_call>\n"
+                       "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
+    int64_t len = (int64_t)strlen(want);
+    CHECK(kiln_chat_tool_calls(KILN_CHAT_CHATML, calls, 2, NULL, 0) == -(len + 1));
+    CHECK(kiln_chat_tool_calls(KILN_CHAT_CHATML, calls, 2, buf, sizeof buf) == len && !strcmp(buf, want));
+    CHECK(kiln_chat_tool_calls(KILN_CHAT_LLAMA3, calls, 1, buf, sizeof buf) > 0 &&
+          !strcmp(buf, "{\"name\": \"get_weather\", \"parameters\": {\"city\":\"Ur\"}}"));
+    CHECK(kiln_chat_tool_calls(KILN_CHAT_CHATML, calls, 0, buf, sizeof buf) == 0 && buf[0] == 0);
+    static const struct kiln_chat_tool_call bad[] = {{NULL, "{}"}};
+    CHECK(kiln_chat_tool_calls(KILN_CHAT_CHATML, bad, 1, buf, sizeof buf) == KILN_ERR_INVALID);
+    CHECK(kiln_chat_tool_calls(KILN_CHAT_COUNT, calls, 1, buf, sizeof buf) == KILN_ERR_INVALID);
+}
+
 int main(void) {
+    test_tool_calls();
     test_peer_cases();
     test_hand_cases();
     test_detect_markers();

@@ -440,6 +440,31 @@ enum kiln_chat_template kiln_chat_template_from_name(const char *name) {
     return KILN_CHAT_UNKNOWN;
 }
 
+/* ------------------------------------------------------------------ tool calls */
+
+/* Until Jinja templates render them (a model's own template knows its tool
+ * syntax), an assistant's tool calls are text after its content: <tool_call>
+ * blocks of {"name", "arguments"} (the Hermes form Qwen and many others use), or
+ * Llama 3's bare {"name", "parameters"}. */
+int64_t kiln_chat_tool_calls(enum kiln_chat_template t, const struct kiln_chat_tool_call *calls, size_t n,
+                             char *buf, size_t size) {
+    if ((int)t < 0 || t >= KILN_CHAT_COUNT || (n > 0 && !calls)) return KILN_ERR_INVALID;
+    struct out o = {buf, buf ? size : 0, 0};
+    const bool llama3 = t == KILN_CHAT_LLAMA3;
+    for (size_t k = 0; k < n; k++) {
+        if (!calls[k].name || !calls[k].arguments) return KILN_ERR_INVALID;
+        if (k) puts_(&o, "\n");
+        puts_(&o, llama3 ? "{\"name\": \"" : "<tool_call>\n{\"name\": \"");
+        puts_(&o, calls[k].name);
+        puts_(&o, llama3 ? "\", \"parameters\": " : "\", \"arguments\": ");
+        puts_(&o, calls[k].arguments);
+        puts_(&o, llama3 ? "}" : "}\n</tool_call>");
+    }
+    if (o.len >= o.size) return -(int64_t)(o.len + 1);
+    buf[o.len] = '\0';
+    return (int64_t)o.len;
+}
+
 int64_t kiln_chat_apply(enum kiln_chat_template t, const struct kiln_chat_msg *msgs, size_t n,
                         bool add_assistant, char *buf, size_t size) {
     if ((int)t < 0 || t >= KILN_CHAT_COUNT || (n > 0 && !msgs)) return KILN_ERR_INVALID;

@@ -4,8 +4,16 @@
  * prompts into one batch over the shared KV cache (sequence id = slot), decodes
  * it, samples, and publishes text to the tasks. A task goes to the idle slot
  * whose cached tokens share the longest prefix with its prompt.
+ *
+ * Fairness: waiting tasks are taken by request, the request with the fewest
+ * running tasks first (then the oldest), so a list of 64 prompts does not hold
+ * back a single prompt; when no slot is idle, a request with no running task
+ * takes a slot from one that runs two or more (the task preempted waits again
+ * and later continues from its own cells, parked, or recomputed).
+ * Tenants: cells are continued from (own slot, other slots, parked prefixes)
+ * only within one tenant, unless --prefix-share global.
  */
-#include "serve_impl.h"
+#include "engine_impl.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -13,48 +21,9 @@
 #include <string.h>
 #include <time.h>
 
-struct srv_slot {
-    int id;
-    struct srv_task *task; /* NULL: idle */
-    int32_t *cache;        /* the ids the KV cache holds for this sequence, positions 0 .. n_cache-1 */
-    int32_t n_cache, cap_cache;
-    bool generating; /* prompt done; next is sampled but not yet decoded */
-    bool failed;     /* failed during this step: its cells are dropped afterwards */
-    bool in_batch;   /* its prompt has a chunk in this step's batch */
-    int32_t next;
-    int32_t n_gen;
-    int32_t n_lost; /* prompt tokens already counted as recomputed for a sliding window's dropped cells */
-    uint64_t last_used, order;
-    atomic_int n_cache_pub; /* n_cache for other threads (GET /slots, metrics), set before a task sees its tokens */
-};
-
-struct srv_engine {
-    const struct kiln_model *model;
-    const struct kiln_vocab *v;
-    struct kiln_context *ctx;
-    struct kiln_server_params p;
-    int64_t n_vocab;
-    int32_t n_ctx_slot, n_batch;
-    int n_slots;
-    struct srv_slot *slots;
-    struct kiln_batch batch;
-    pthread_t thread;
-    bool started;
-    pthread_mutex_t mu; /* queue, stop, and the slots' public view */
-    pthread_cond_t cv;
-    struct srv_task **queue;
-    int q_head, q_len;
-    bool stop;
-    uint64_t tick;
-    struct srv_metrics *metrics; /* NULL: not counted */
-    int n_busy_step;             /* slots with a task in this step */
-    struct srv_prefix_cache *pcache; /* on the sequences past the slots' */
-    long long parked_pub;            /* its tokens as of the last step, under mu */
-};
-
 /* ------------------------------------------------------------------ tasks (task.c) */
 
-static void task_fail(struct srv_task *t, int status, const char *msg) {
+void srv_task_fail(struct srv_task *t, int status, const char *msg) {
     pthread_mutex_lock(&t->mu);
     srv_task_fail_locked(t, status, msg);
     pthread_mutex_unlock(&t->mu);
@@ -62,7 +31,7 @@ static void task_fail(struct srv_task *t, int status, const char *msg) {
 
 /* ------------------------------------------------------------------ slots */
 
-static bool cache_push(struct srv_slot *s, int32_t tok) {
+bool srv_slot_push(struct srv_slot *s, int32_t tok) {
     if (s->n_cache == s->cap_cache) {
         int32_t cap = s->cap_cache ? s->cap_cache * 2 : 256;
         int32_t *c = realloc(s->cache, sizeof *c * (size_t)cap);
@@ -76,7 +45,7 @@ static bool cache_push(struct srv_slot *s, int32_t tok) {
 
 /* Detach the task (the engine's reference goes); drop_cells when the cached tokens
  * must not be reused (cancelled, failed). */
-static void slot_release(struct srv_engine *e, struct srv_slot *s, bool drop_cells) {
+void srv_slot_release(struct srv_engine *e, struct srv_slot *s, bool drop_cells) {
     if (drop_cells) {
         kiln_kv_seq_rm(e->ctx, s->id, 0, -1);
         s->n_cache = 0;
@@ -96,7 +65,23 @@ static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int
     return n;
 }
 
-/* The idle slot sharing the longest prefix with t's prompt (the least recently used
+/* Cells decoded for tenant a may serve a prompt of tenant b. */
+static bool may_share(const struct srv_engine *e, uint32_t a, uint32_t b) {
+    return e->p.prefix_share == KILN_PREFIX_SHARE_GLOBAL || a == b;
+}
+
+/* The tenant a task's cells are filed under (one for all with --prefix-share global). */
+static uint32_t cell_tenant(const struct srv_engine *e, const struct srv_task *t) {
+    return e->p.prefix_share == KILN_PREFIX_SHARE_GLOBAL ? 0 : t->tenant;
+}
+
+/* The tokens of t a slot's cache s may already hold. */
+static int32_t slot_lcp(const struct srv_engine *e, const struct srv_slot *s, const struct srv_task *t) {
+    if (!t->cache_prompt || !may_share(e, s->tenant, t->tenant)) return 0;
+    return common_prefix(s->cache, s->n_cache, t->seq, t->n_seq);
+}
+
+/* The idle slot sharing the longest prefix with t's tokens (the least recently used
  * among equals); NULL when none is idle. Called with e->mu held. */
 static struct srv_slot *pick_slot(struct srv_engine *e, const struct srv_task *t, int32_t *lcp_out) {
     struct srv_slot *best = NULL;
@@ -104,7 +89,7 @@ static struct srv_slot *pick_slot(struct srv_engine *e, const struct srv_task *t
     for (int i = 0; i < e->n_slots; i++) {
         struct srv_slot *s = &e->slots[i];
         if (s->task) continue;
-        int32_t lcp = t->cache_prompt ? common_prefix(s->cache, s->n_cache, t->prompt, t->n_prompt) : 0;
+        int32_t lcp = slot_lcp(e, s, t);
         if (lcp > best_lcp || (lcp == best_lcp && s->last_used < best->last_used)) {
             best = s;
             best_lcp = lcp;
@@ -112,12 +97,12 @@ static struct srv_slot *pick_slot(struct srv_engine *e, const struct srv_task *t
     }
     /* a prefix under half the prompt is not worth evicting another conversation for
      * (llama-server's slot similarity): take the least recently used slot then */
-    if (best && (int64_t)best_lcp * 2 < t->n_prompt) {
+    if (best && (int64_t)best_lcp * 2 < t->n_seq) {
         for (int i = 0; i < e->n_slots; i++) {
             struct srv_slot *s = &e->slots[i];
             if (!s->task && s->last_used < best->last_used) best = s;
         }
-        best_lcp = t->cache_prompt ? common_prefix(best->cache, best->n_cache, t->prompt, t->n_prompt) : 0;
+        best_lcp = slot_lcp(e, best, t);
     }
     *lcp_out = best_lcp;
     return best;
@@ -125,197 +110,90 @@ static struct srv_slot *pick_slot(struct srv_engine *e, const struct srv_task *t
 
 /* Called with e->mu held (the slot's public view changes). */
 static void slot_start(struct srv_engine *e, struct srv_slot *s, struct srv_task *t, int32_t lcp) {
-    /* at least the prompt's last token is decoded again: its logits are needed; and no
-     * more is kept than the cache can resume from (a sliding window's cells before the
-     * cut may be gone: those tokens are recomputed) */
-    int32_t keep = lcp < t->n_prompt ? lcp : t->n_prompt - 1;
+    /* at least the last token is decoded again: its logits are needed; and no more is
+     * kept than the cache can resume from (a sliding window's cells before the cut may
+     * be gone: those tokens are recomputed) */
+    int32_t keep = lcp < t->n_seq ? lcp : t->n_seq - 1;
     const int32_t whole = kiln_kv_seq_resumable(e->ctx, s->id, keep);
     srv_metrics_window_lost(e->metrics, keep - whole);
     s->n_lost = keep;
     keep = whole;
-    bool parked = srv_pcache_park(e->pcache, s->id, s->cache, s->n_cache, keep, t->prompt, t->n_prompt);
-    srv_metrics_request(e->metrics, keep, s->n_cache > keep && !parked ? s->n_cache - keep : 0,
-                        t->n_predict > 0 ? t->n_prompt + t->n_predict : e->n_ctx_slot);
+    /* the slot's cells stay its last tenant's when they are parked */
+    bool parked = srv_pcache_park(e->pcache, s->id, s->cache, s->n_cache, keep, t->seq, t->n_seq, s->tenant);
+    if (!t->started)
+        srv_metrics_request(e->metrics, keep, s->n_cache > keep && !parked ? s->n_cache - keep : 0,
+                            t->n_predict > 0 ? t->n_prompt + t->n_predict : e->n_ctx_slot);
     kiln_kv_seq_rm(e->ctx, s->id, keep, -1);
     s->n_cache = keep;
+    s->tenant = cell_tenant(e, t);
     s->task = t;
     s->generating = false;
     s->failed = false;
-    s->n_gen = 0;
+    s->resumed = t->started;
+    s->n_gen = t->n_gen_resume;
     s->order = ++e->tick;
-    for (int32_t i = 0; i < t->n_prompt; i++) kiln_sampler_accept(t->smpl, t->prompt[i]);
+    if (!t->prompt_accepted)
+        for (int32_t i = 0; i < t->n_prompt; i++) kiln_sampler_accept(t->smpl, t->prompt[i]);
+    t->prompt_accepted = true;
     pthread_mutex_lock(&t->mu);
-    t->n_cached = keep;
+    if (!t->started) {
+        t->n_cached = keep;
+        t->t_start = srv_now();
+    }
     t->slot = s->id;
-    t->t_start = srv_now();
     pthread_mutex_unlock(&t->mu);
+    t->started = true;
 }
 
-/* ------------------------------------------------------------------ publishing */
-
-static size_t max_stop_len(const struct srv_task *t) {
-    size_t m = 0;
-    for (int i = 0; i < t->n_stop; i++) {
-        size_t l = strlen(t->stop[i]);
-        if (l > m) m = l;
-    }
-    return m;
+/* The request of t has this many tasks on slots. */
+static int running(const struct srv_engine *e, uint64_t group) {
+    int n = 0;
+    for (int i = 0; i < e->n_slots; i++) n += e->slots[i].task && e->slots[i].task->group == group;
+    return n;
 }
 
-/* How much of the text can be shown: not a suffix that may start a stop string,
- * not an incomplete UTF-8 sequence. */
-static size_t safe_len(const struct srv_task *t) {
-    size_t len = t->len, hold = 0;
-    for (int i = 0; i < t->n_stop; i++) {
-        size_t sl = strlen(t->stop[i]);
-        for (size_t k = sl - 1 < len ? sl - 1 : len; k > hold; k--)
-            if (!memcmp(t->text + len - k, t->stop[i], k)) {
-                hold = k;
-                break;
-            }
-    }
-    size_t h = len - hold;
-    /* back off over a lead byte whose sequence is not complete before h */
-    for (size_t back = 1; back <= 4 && back <= h; back++) {
-        unsigned char c = (unsigned char)t->text[h - back];
-        if ((c & 0xC0) == 0x80) continue; /* continuation byte */
-        size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-        if (need > back) h -= back;
-        break;
-    }
-    return h > t->safe ? h : t->safe;
-}
-
-static void logprobs(const float *logits, int64_t n_vocab, int32_t tok, int n_top, struct srv_tok *rec) {
-    float mx = -INFINITY;
-    for (int64_t i = 0; i < n_vocab; i++)
-        if (logits[i] > mx) mx = logits[i];
-    double sum = 0;
-    for (int64_t i = 0; i < n_vocab; i++)
-        if (logits[i] > -INFINITY) sum += exp((double)logits[i] - mx);
-    double lse = (double)mx + log(sum);
-    rec->logprob = (float)((double)logits[tok] - lse);
-    rec->n_top = 0;
-    for (int64_t i = 0; i < n_vocab && n_top > 0; i++) {
-        float l = logits[i];
-        if (!(l > -INFINITY)) continue;
-        int k = rec->n_top;
-        if (k == n_top && l <= rec->top[k - 1].logprob) continue;
-        if (k < n_top) rec->n_top++;
-        else k--;
-        while (k > 0 && rec->top[k - 1].logprob < l) {
-            rec->top[k] = rec->top[k - 1];
-            k--;
+/* A slot whose task may give way to t (none idle): its request runs at least two
+ * more tasks than t's, so a move never makes the shares less even (no ping-pong);
+ * of those the most recently started. NULL: none. Called with e->mu held. */
+static struct srv_slot *pick_victim(struct srv_engine *e, const struct srv_task *t) {
+    const int mine = running(e, t->group);
+    struct srv_slot *best = NULL;
+    int best_n = 0;
+    for (int i = 0; i < e->n_slots; i++) {
+        struct srv_slot *s = &e->slots[i];
+        if (!s->task) continue;
+        int n = running(e, s->task->group);
+        if (n < mine + 2) continue;
+        if (!best || n > best_n || (n == best_n && s->order > best->order)) {
+            best = s;
+            best_n = n;
         }
-        rec->top[k].id = (int32_t)i;
-        rec->top[k].logprob = l;
     }
-    for (int k = 0; k < rec->n_top; k++) rec->top[k].logprob = (float)((double)rec->top[k].logprob - lse);
+    return best;
 }
 
-/* Sample the slot's next token from logits, publish it, and finish the task when it
- * ends (end of generation, a stop string, its limit, the slot's context). */
-static void slot_sample(struct srv_engine *e, struct srv_slot *s, const float *logits) {
+/* Take s's task off it between steps: it waits again (ahead of its request's later
+ * tasks) and continues from where it was, its cells left on s (the next task there
+ * parks them) or recomputed. Called with e->mu held; false when out of memory. */
+static bool slot_preempt(struct srv_engine *e, struct srv_slot *s) {
     struct srv_task *t = s->task;
-    if (t->n_predict == 0) {
-        pthread_mutex_lock(&t->mu);
-        t->finish = "length";
-        t->done = true;
-        t->t_first = t->t_end = srv_now();
-        pthread_cond_broadcast(&t->cv);
-        pthread_mutex_unlock(&t->mu);
-        slot_release(e, s, false);
-        return;
+    if (e->q_len == e->q_cap) return false;
+    if (s->generating) { /* what the cache holds, then the sampled token not yet decoded */
+        int32_t *seq = malloc(sizeof *seq * (size_t)(s->n_cache + 1));
+        if (!seq) return false;
+        memcpy(seq, s->cache, sizeof *seq * (size_t)s->n_cache);
+        seq[s->n_cache] = s->next;
+        if (t->seq != t->prompt) free(t->seq);
+        t->seq = seq;
+        t->n_seq = s->n_cache + 1;
+        t->n_gen_resume = s->n_gen;
     }
-    int32_t tok = logits ? kiln_sampler_sample(t->smpl, logits, e->n_vocab) : KILN_TOKEN_NULL;
-    if (tok < 0) {
-        task_fail(t, 500, "sampling failed");
-        s->failed = true;
-        slot_release(e, s, true);
-        return;
-    }
-    kiln_sampler_accept(t->smpl, tok);
-    s->n_gen++;
-    srv_metrics_sampled(e->metrics); /* before the client can see the token */
-    struct srv_tok rec = {.id = tok};
-    if (t->want_logprobs || t->n_probs > 0) logprobs(logits, e->n_vocab, tok, t->n_probs, &rec);
-    bool eog = kiln_vocab_is_eog(e->v, tok);
-    char piece[256];
-    int64_t pl = eog ? 0 : kiln_token_to_piece(e->v, tok, piece, sizeof piece, false);
-    if (pl < 0) pl = 0;
-
-    pthread_mutex_lock(&t->mu);
-    double now = srv_now();
-    if (!s->generating) {
-        t->t_first = now;
-        srv_metrics_ttft(e->metrics, now - t->t_queued);
-    }
-    t->n_gen = s->n_gen;
-    const char *finish = NULL;
-    bool oom = false;
-    if (eog) {
-        finish = "stop";
-    } else {
-        size_t old = t->len;
-        rec.off = (uint32_t)old;
-        rec.len = (uint32_t)pl;
-        if (t->n_toks == t->cap_toks) {
-            int32_t cap = t->cap_toks ? t->cap_toks * 2 : 64;
-            struct srv_tok *p = realloc(t->toks, sizeof *p * (size_t)cap);
-            if (p) {
-                t->toks = p;
-                t->cap_toks = cap;
-            }
-        }
-        oom = t->n_toks == t->cap_toks || !srv_bytes_append(&t->text, &t->len, &t->cap, piece, (size_t)pl);
-        if (!oom) t->toks[t->n_toks++] = rec;
-        /* a stop string can only end in the new piece */
-        size_t ms = max_stop_len(t), from = old + 1 > ms ? old + 1 - ms : 0, cut = t->len;
-        for (int i = 0; i < t->n_stop && !oom; i++) {
-            const char *hit = memmem(t->text + from, t->len - from, t->stop[i], strlen(t->stop[i]));
-            if (hit && (size_t)(hit - t->text) < cut) {
-                cut = (size_t)(hit - t->text);
-                t->stop_word = i;
-            }
-        }
-        if (cut < t->len) {
-            t->len = cut;
-            t->text[cut] = 0;
-            while (t->n_toks > 0 && t->toks[t->n_toks - 1].off >= cut) t->n_toks--;
-            if (t->n_toks > 0) {
-                struct srv_tok *last = &t->toks[t->n_toks - 1];
-                if (last->off + last->len > cut) last->len = (uint32_t)(cut - last->off);
-            }
-            finish = "stop";
-        } else if (t->n_predict > 0 && s->n_gen >= t->n_predict) {
-            finish = "length";
-        } else if (s->n_cache >= e->n_ctx_slot) {
-            finish = "length"; /* no cell left in this slot for the token */
-        }
-    }
-    if (oom) {
-        srv_task_fail_locked(t, 500, "out of memory");
-        pthread_mutex_unlock(&t->mu);
-        s->failed = true;
-        slot_release(e, s, true);
-        return;
-    }
-    if (finish) {
-        t->finish = finish;
-        t->safe = t->len;
-        t->done = true;
-        t->t_end = now;
-    } else {
-        t->safe = safe_len(t);
-    }
-    pthread_cond_broadcast(&t->cv);
-    pthread_mutex_unlock(&t->mu);
-    if (finish) {
-        slot_release(e, s, false);
-    } else {
-        s->generating = true;
-        s->next = tok;
-    }
+    s->task = NULL;
+    s->generating = false;
+    s->last_used = ++e->tick;
+    e->queue[e->q_len++] = t; /* the engine's reference moves with it */
+    srv_metrics_preempted(e->metrics);
+    return true;
 }
 
 /* ------------------------------------------------------------------ shared prefixes */
@@ -324,19 +202,25 @@ static void slot_sample(struct srv_engine *e, struct srv_slot *s, const float *l
  * from cells any other slot decoded (busy or idle), shared through the runtime's
  * sequence copy (a cell then belongs to both sequences; no K/V row is copied), so
  * N requests with one system prompt compute it once. Batch invariance makes a
- * shared cell's K/V identical to the one this slot would have computed. */
+ * shared cell's K/V identical to the one this slot would have computed. Only
+ * cells of the same tenant are taken (may_share): a hit would tell one tenant
+ * what another sent. */
 
-/* Take the longest run of t's prompt past s->n_cache that another slot has decoded. */
+static bool sharing(const struct srv_engine *e, const struct srv_task *t) {
+    return t->cache_prompt && e->p.prefix_share != KILN_PREFIX_SHARE_OFF;
+}
+
+/* Take the longest run of t's tokens past s->n_cache that another slot has decoded. */
 static void share_prefix(struct srv_engine *e, struct srv_slot *s) {
     struct srv_task *t = s->task;
-    int32_t limit = t->n_prompt - 1; /* the last prompt token is decoded here: its logits are needed */
-    if (!t->cache_prompt || !e->p.prefix_share || s->n_cache >= limit) return;
+    int32_t limit = t->n_seq - 1; /* the last token is decoded here: its logits are needed */
+    if (!sharing(e, t) || s->n_cache >= limit) return;
     struct srv_slot *from = NULL;
     int32_t best = s->n_cache, raw = s->n_cache, lost = 0;
     for (int i = 0; i < e->n_slots; i++) {
         struct srv_slot *o = &e->slots[i];
-        if (o == s || o->n_cache <= best) continue;
-        int32_t lcp = common_prefix(o->cache, o->n_cache, t->prompt, limit);
+        if (o == s || o->n_cache <= best || !may_share(e, o->tenant, t->tenant)) continue;
+        int32_t lcp = common_prefix(o->cache, o->n_cache, t->seq, limit);
         if (lcp > raw) raw = lcp;
         /* as far as the other slot's cells let a sequence resume (a sliding window's) */
         if (lcp > best) lcp = kiln_kv_seq_resumable(e->ctx, o->id, lcp);
@@ -346,7 +230,7 @@ static void share_prefix(struct srv_engine *e, struct srv_slot *s) {
         }
     }
     int32_t from_seq = from ? from->id : -1, pseq = -1;
-    int32_t plcp = srv_pcache_best(e->pcache, t->prompt, limit, &pseq, &lost);
+    int32_t plcp = srv_pcache_best(e->pcache, t->seq, limit, cell_tenant(e, t), &pseq, &lost);
     if (plcp + lost > raw) raw = plcp + lost;
     if (plcp > best) {
         best = plcp;
@@ -367,11 +251,12 @@ static void share_prefix(struct srv_engine *e, struct srv_slot *s) {
     }
     if (from_seq < 0 || best == n0) return;
     for (int32_t p = n0; p < best; p++)
-        if (!cache_push(s, t->prompt[p])) { /* out of memory: give back what was taken */
+        if (!srv_slot_push(s, t->seq[p])) { /* out of memory: give back what was taken */
             kiln_kv_seq_rm(e->ctx, s->id, n0, -1);
             s->n_cache = n0;
             return;
         }
+    if (s->resumed) return; /* its request's figures were its first start's */
     srv_metrics_shared(e->metrics, best - n0, n0 == 0 && t->n_cached == 0);
     pthread_mutex_lock(&t->mu);
     t->n_cached = best;
@@ -383,11 +268,13 @@ static void share_prefix(struct srv_engine *e, struct srv_slot *s) {
  * waits on a slot that waits). */
 static bool should_wait(struct srv_engine *e, const struct srv_slot *s) {
     const struct srv_task *t = s->task;
-    if (!t->cache_prompt || !e->p.prefix_share) return false;
+    if (!sharing(e, t)) return false;
     for (int i = 0; i < e->n_slots; i++) {
         const struct srv_slot *o = &e->slots[i];
-        if (o == s || !o->task || o->generating || o->order > s->order || o->n_cache >= o->task->n_prompt) continue;
-        int32_t lcp = common_prefix(o->task->prompt, o->task->n_prompt, t->prompt, t->n_prompt - 1);
+        if (o == s || !o->task || o->generating || o->order > s->order || o->n_cache >= o->task->n_seq ||
+            !may_share(e, o->tenant, t->tenant))
+            continue;
+        int32_t lcp = common_prefix(o->task->seq, o->task->n_seq, t->seq, t->n_seq - 1);
         if (lcp > s->n_cache) return true;
     }
     return false;
@@ -429,19 +316,19 @@ static void decode_range(struct srv_engine *e, int32_t lo, int32_t hi) {
         if (rc != KILN_OK) {
             char msg[300];
             snprintf(msg, sizeof msg, "decode failed: %s", kiln_context_error(e->ctx));
-            task_fail(s->task, rc == KILN_ERR_NO_ROOM ? 503 : 500, msg);
+            srv_task_fail(s->task, rc == KILN_ERR_NO_ROOM ? 503 : 500, msg);
             s->failed = true;
-            slot_release(e, s, true);
+            srv_slot_release(e, s, true);
             continue;
         }
-        if (!cache_push(s, b->token[i])) {
-            task_fail(s->task, 500, "out of memory");
+        if (!srv_slot_push(s, b->token[i])) {
+            srv_task_fail(s->task, 500, "out of memory");
             s->failed = true;
-            slot_release(e, s, true);
+            srv_slot_release(e, s, true);
             continue;
         }
         atomic_store(&s->n_cache_pub, s->n_cache);
-        if (b->logits[i]) slot_sample(e, s, kiln_get_logits_ith(e->ctx, i - lo));
+        if (b->logits[i]) srv_slot_sample(e, s, kiln_get_logits_ith(e->ctx, i - lo));
     }
 }
 
@@ -456,15 +343,15 @@ static void step(struct srv_engine *e) {
         s->in_batch = false;
         if (!s->task) continue;
         if (atomic_load(&s->task->cancel)) {
-            task_fail(s->task, 499, "the client closed the connection");
-            slot_release(e, s, true);
+            srv_task_fail(s->task, 499, "the client closed the connection");
+            srv_slot_release(e, s, true);
             continue;
         }
         if (s->task->deadline > 0 && t0 > s->task->deadline) {
             /* the cache holds only decoded tokens: it stays valid for a later prefix */
-            task_fail(s->task, 504, "the request ran past the server's --request-timeout");
+            srv_task_fail(s->task, 504, "the request ran past the server's --request-timeout");
             srv_metrics_timeout(e->metrics);
-            slot_release(e, s, false);
+            srv_slot_release(e, s, false);
             continue;
         }
         if (s->generating) {
@@ -474,13 +361,18 @@ static void step(struct srv_engine *e) {
     }
     int32_t budget = e->n_batch - b->n_tokens;
     if (n_gen > 0 && budget > e->p.prefill_chunk) budget = e->p.prefill_chunk;
-    /* prompts in arrival order, so an early long prompt is not overtaken forever */
+    /* prompts of the requests with the fewest running tasks first (a single prompt is
+     * not held back by a list's), then in arrival order, so an early long prompt is not
+     * overtaken forever */
+    int *n_run = e->n_run;
+    for (int i = 0; i < e->n_slots; i++) n_run[i] = e->slots[i].task ? running(e, e->slots[i].task->group) : 0;
+    const uint64_t now_step = atomic_load(&e->steps);
     for (;;) {
         struct srv_slot *next = NULL;
         for (int i = 0; i < e->n_slots; i++) {
             struct srv_slot *s = &e->slots[i];
-            if (s->task && !s->generating && s->n_cache < s->task->n_prompt && !s->in_batch &&
-                (!next || s->order < next->order))
+            if (!s->task || s->generating || s->n_cache >= s->task->n_seq || s->in_batch) continue;
+            if (!next || n_run[i] < n_run[next->id] || (n_run[i] == n_run[next->id] && s->order < next->order))
                 next = s;
         }
         if (!next || budget <= 0) break;
@@ -489,19 +381,21 @@ static void step(struct srv_engine *e) {
             next->in_batch = true; /* handled this step: nothing to decode */
             continue;
         }
-        const struct srv_task *t = next->task;
-        int32_t n = t->n_prompt - next->n_cache;
+        struct srv_task *t = next->task;
+        int32_t n = t->n_seq - next->n_cache;
         if (n > budget) n = budget;
         for (int32_t k = 0; k < n; k++) {
             int32_t pos = next->n_cache + k;
-            kiln_batch_add(b, t->prompt[pos], pos, next->id, pos == t->n_prompt - 1);
+            kiln_batch_add(b, t->seq[pos], pos, next->id, pos == t->n_seq - 1);
         }
+        if (t->queue_steps < 0) t->queue_steps = (int32_t)(now_step - t->step_submit);
         budget -= n;
         next->in_batch = true;
     }
     e->n_busy_step = 0;
     for (int i = 0; i < e->n_slots; i++) e->n_busy_step += e->slots[i].task != NULL;
     if (b->n_tokens > 0) decode_range(e, 0, b->n_tokens);
+    atomic_fetch_add(&e->steps, 1);
     for (int i = 0; i < e->n_slots; i++)
         if (e->slots[i].failed) kiln_kv_seq_rm(e->ctx, i, 0, -1); /* cells its later tokens took */
     pthread_mutex_lock(&e->mu);
@@ -515,16 +409,37 @@ static void expire_queued(struct srv_engine *e) {
     double now = srv_now();
     int kept = 0;
     for (int k = 0; k < e->q_len; k++) {
-        struct srv_task *t = e->queue[(e->q_head + k) % e->p.queue_max];
+        struct srv_task *t = e->queue[k];
         if (t->deadline > 0 && now > t->deadline) {
-            task_fail(t, 504, "the request waited past the server's --request-timeout");
+            srv_task_fail(t, 504, "the request waited past the server's --request-timeout");
             srv_metrics_timeout(e->metrics);
             srv_task_unref(t);
             continue;
         }
-        e->queue[(e->q_head + kept++) % e->p.queue_max] = t;
+        e->queue[kept++] = t;
     }
     e->q_len = kept;
+}
+
+/* The waiting task to start next: of the request with the fewest running tasks, then
+ * the oldest request, then its first prompt; -1 when none waits (e->mu held). */
+static int take_next(const struct srv_engine *e) {
+    int best = -1, best_run = 0;
+    for (int k = 0; k < e->q_len; k++) {
+        const struct srv_task *t = e->queue[k], *b = best >= 0 ? e->queue[best] : NULL;
+        int run = running(e, t->group);
+        if (!b || run < best_run || (run == best_run && (t->group < b->group ||
+                                                          (t->group == b->group && t->index < b->index)))) {
+            best = k;
+            best_run = run;
+        }
+    }
+    return best;
+}
+
+static void queue_remove(struct srv_engine *e, int k) {
+    memmove(e->queue + k, e->queue + k + 1, sizeof *e->queue * (size_t)(e->q_len - k - 1));
+    e->q_len--;
 }
 
 static bool any_active(const struct srv_engine *e) {
@@ -543,18 +458,24 @@ static void *loop(void *arg) {
             break;
         }
         expire_queued(e);
-        while (e->q_len > 0) {
-            struct srv_task *t = e->queue[e->q_head];
-            int32_t lcp = 0;
-            struct srv_slot *s = atomic_load(&t->cancel) ? NULL : pick_slot(e, t, &lcp);
-            if (!s && !atomic_load(&t->cancel)) break;
-            e->q_head = (e->q_head + 1) % e->p.queue_max;
-            e->q_len--;
-            if (s) slot_start(e, s, t, lcp);
-            else { /* cancelled while waiting: done, for whoever still looks */
-                task_fail(t, 499, "the request was cancelled");
+        for (int k; (k = take_next(e)) >= 0;) {
+            struct srv_task *t = e->queue[k];
+            if (atomic_load(&t->cancel)) { /* cancelled while waiting: done, for whoever still looks */
+                queue_remove(e, k);
+                srv_task_fail(t, 499, "the request was cancelled");
                 srv_task_unref(t);
+                continue;
             }
+            int32_t lcp = 0;
+            struct srv_slot *s = pick_slot(e, t, &lcp);
+            if (!s) { /* none idle: a request running several tasks may give one slot up */
+                struct srv_slot *v = pick_victim(e, t);
+                if (!v || !slot_preempt(e, v)) break;
+                s = pick_slot(e, t, &lcp);
+                if (!s) break;
+            }
+            queue_remove(e, k);
+            slot_start(e, s, t, lcp);
         }
         pthread_mutex_unlock(&e->mu);
         step(e);
@@ -592,18 +513,23 @@ struct srv_engine *srv_engine_new(const struct kiln_model *model, struct kiln_co
     e->n_ctx_slot = (int32_t)(kiln_n_ctx(ctx) / (uint32_t)p->n_parallel);
     e->n_batch = (int32_t)kiln_n_batch(ctx);
     e->slots = calloc((size_t)e->n_slots, sizeof *e->slots);
-    e->queue = calloc((size_t)e->p.queue_max, sizeof *e->queue);
+    /* room for every slot's task besides: a preempted task waits again */
+    e->q_cap = e->p.queue_max + e->n_slots;
+    e->queue = calloc((size_t)e->q_cap, sizeof *e->queue);
+    e->n_run = calloc((size_t)e->n_slots, sizeof *e->n_run);
     e->batch = kiln_batch_init(e->n_batch);
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
-    if (!e->slots || !e->queue || !e->batch.capacity) {
+    if (!e->slots || !e->queue || !e->n_run || !e->batch.capacity) {
         snprintf(err, errlen, "out of memory");
         srv_engine_free(e);
         return NULL;
     }
     for (int i = 0; i < e->n_slots; i++) e->slots[i].id = i;
     /* the context's sequences past the slots hold the prefix cache */
-    int n_park = p->cache_ram_mib != 0 && p->prefix_share ? (int)kiln_n_seq_max(ctx) - e->n_slots : 0;
+    int n_park = p->cache_ram_mib != 0 && p->prefix_share != KILN_PREFIX_SHARE_OFF
+                     ? (int)kiln_n_seq_max(ctx) - e->n_slots
+                     : 0;
     e->pcache = n_park > 0 ? srv_pcache_new(ctx, e->n_slots, n_park, p->cache_ram_mib, NULL) : NULL;
     if (n_park > 0 && !e->pcache) {
         snprintf(err, errlen, "out of memory");
@@ -625,10 +551,16 @@ int32_t srv_engine_n_ctx_slot(const struct srv_engine *e) { return e->n_ctx_slot
 bool srv_engine_submit(struct srv_engine *e, struct srv_task *const *t, int n) {
     pthread_mutex_lock(&e->mu);
     bool ok = !e->stop && e->q_len + n <= e->p.queue_max;
+    const uint64_t group = ++e->next_group, step_now = atomic_load(&e->steps);
     for (int i = 0; ok && i < n; i++) {
         atomic_fetch_add(&t[i]->refs, 1);
-        e->queue[(e->q_head + e->q_len) % e->p.queue_max] = t[i];
-        e->q_len++;
+        t[i]->group = group;
+        t[i]->step_submit = step_now;
+        if (!t[i]->seq) {
+            t[i]->seq = t[i]->prompt;
+            t[i]->n_seq = t[i]->n_prompt;
+        }
+        e->queue[e->q_len++] = t[i];
     }
     if (ok) pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
@@ -642,11 +574,12 @@ void srv_engine_poke(struct srv_engine *e) {
 }
 
 /* GET /slots beyond llama-server's fields: state, cached tokens, the current request
- * (e->mu held; the task's published fields under its own lock, e->mu before t->mu). */
-static void slot_json_more(struct srv_engine *e, const struct srv_slot *s, cJSON *o) {
-    (void)e;
+ * (e->mu held; the task's published fields under its own lock, e->mu before t->mu);
+ * what a slot holds for another tenant is not shown to one (hide). */
+static void slot_json_more(const struct srv_slot *s, cJSON *o, bool hide) {
     struct srv_task *t = s->task;
     cJSON_AddStringToObject(o, "state", !t ? "idle" : s->generating ? "generating" : "prompt");
+    if (hide) return;
     cJSON_AddNumberToObject(o, "n_cached", atomic_load(&s->n_cache_pub));
     if (!t) return;
     cJSON *task = cJSON_AddObjectToObject(o, "task");
@@ -679,7 +612,7 @@ void srv_engine_stats(struct srv_engine *e, struct srv_engine_stats *out) {
     pthread_mutex_unlock(&e->mu);
 }
 
-cJSON *srv_engine_slots_json(struct srv_engine *e) {
+cJSON *srv_engine_slots_json(struct srv_engine *e, uint32_t tenant, bool isolate) {
     cJSON *arr = cJSON_CreateArray();
     pthread_mutex_lock(&e->mu);
     for (int i = 0; arr && i < e->n_slots; i++) {
@@ -688,7 +621,8 @@ cJSON *srv_engine_slots_json(struct srv_engine *e) {
         cJSON_AddNumberToObject(o, "id", i);
         cJSON_AddNumberToObject(o, "n_ctx", e->n_ctx_slot);
         cJSON_AddBoolToObject(o, "is_processing", e->slots[i].task != NULL);
-        slot_json_more(e, &e->slots[i], o);
+        /* the tenant of the cells: the task's (set at its start) or the last one's */
+        slot_json_more(&e->slots[i], o, isolate && e->slots[i].tenant != tenant);
         cJSON_AddItemToArray(arr, o);
     }
     pthread_mutex_unlock(&e->mu);
@@ -708,16 +642,15 @@ void srv_engine_shutdown(struct srv_engine *e) {
         struct srv_task *t = e->slots[i].task;
         if (!t) continue;
         e->slots[i].task = NULL;
-        task_fail(t, 503, "the server is shutting down");
+        srv_task_fail(t, 503, "the server is shutting down");
         srv_task_unref(t);
     }
     pthread_mutex_lock(&e->mu);
-    for (; e->queue && e->q_len > 0; e->q_len--) {
-        struct srv_task *t = e->queue[e->q_head];
-        e->q_head = (e->q_head + 1) % e->p.queue_max;
-        task_fail(t, 503, "the server is shutting down");
-        srv_task_unref(t);
+    for (int k = 0; e->queue && k < e->q_len; k++) {
+        srv_task_fail(e->queue[k], 503, "the server is shutting down");
+        srv_task_unref(e->queue[k]);
     }
+    e->q_len = 0;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -728,6 +661,7 @@ void srv_engine_free(struct srv_engine *e) {
     srv_pcache_free(e->pcache);
     free(e->slots);
     free(e->queue);
+    free(e->n_run);
     kiln_batch_free(&e->batch);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);

@@ -21,6 +21,8 @@
 #define MSG (1u << SRV_BODY_MESSAGE)
 #define PART (1u << SRV_BODY_CONTENT_PART)
 #define SOPT (1u << SRV_BODY_STREAM_OPTIONS)
+#define TCALL (1u << SRV_BODY_TOOL_CALL)
+#define FUNC (1u << SRV_BODY_FUNCTION)
 
 struct field {
     const char *name;
@@ -46,8 +48,10 @@ static const struct field fields[] = {
     IMPL("include_usage", SOPT),
     /* ---- the other routes */
     IMPL("add_special", TOK), IMPL("with_pieces", TOK), IMPL("tokens", DETOK),
-    /* ---- inside messages[i] and its content parts */
+    /* ---- inside messages[i] and its content parts (roles.c) */
     IMPL("role", MSG), IMPL("content", MSG), IMPL("type", PART), IMPL("text", PART),
+    IMPL("name", MSG), IMPL("tool_calls", MSG), IMPL("tool_call_id", MSG), IMPL("function_call", MSG),
+    IMPL("id", TCALL), IMPL("type", TCALL), IMPL("function", TCALL), IMPL("name", FUNC), IMPL("arguments", FUNC),
 
     /* ---- OpenAI's fields kiln does not implement */
     NOT("best_of", CMPL, "1", "server-side best-of-n sampling"),
@@ -132,10 +136,6 @@ static const struct field fields[] = {
     NOT("multimodal_data", GEN, "[]", "multimodal input"),
     NOT("parse_special", TOK, NULL, "parse_special (control-token text is always parsed)"),
     /* ---- messages[i] */
-    NOT("name", MSG, NULL, "participant names"),
-    NOT("tool_calls", MSG, "[]", "tool calls"),
-    NOT("tool_call_id", MSG, NULL, "tool results"),
-    NOT("function_call", MSG, NULL, "function calls"),
     NOT("refusal", MSG, NULL, "refusals"),
     NOT("audio", MSG, NULL, "audio"),
     NOT("reasoning_content", MSG, NULL, "reasoning content in messages"),
@@ -148,7 +148,8 @@ static const char *const body_names[] = {
     [SRV_BODY_LLAMA] = "/completion",                [SRV_BODY_TOKENIZE] = "/tokenize",
     [SRV_BODY_DETOKENIZE] = "/detokenize",           [SRV_BODY_TEMPLATE] = "/apply-template",
     [SRV_BODY_MESSAGE] = "a message",                [SRV_BODY_CONTENT_PART] = "a content part",
-    [SRV_BODY_STREAM_OPTIONS] = "stream_options",
+    [SRV_BODY_STREAM_OPTIONS] = "stream_options",    [SRV_BODY_TOOL_CALL] = "a tool call",
+    [SRV_BODY_FUNCTION] = "a function call",
 };
 
 /* Edit distance of two short names, capped: how a misspelling finds its field. */

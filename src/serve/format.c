@@ -84,6 +84,10 @@ cJSON *srv_format_timings(const struct srv_task *t) {
     cJSON_AddNumberToObject(o, "predicted_ms", pred_ms);
     cJSON_AddNumberToObject(o, "predicted_per_token_ms", t->n_gen ? pred_ms / t->n_gen : 0);
     cJSON_AddNumberToObject(o, "predicted_per_second", pred_ms > 0 ? t->n_gen * 1e3 / pred_ms : 0);
+    /* kiln's: how long it waited before its prompt first went into a batch, in time and in the
+     * engine's decode steps (the measure of fairness between requests) */
+    cJSON_AddNumberToObject(o, "queue_ms", t->t_start > t->t_queued ? (t->t_start - t->t_queued) * 1e3 : 0);
+    cJSON_AddNumberToObject(o, "queue_steps", t->queue_steps > 0 ? t->queue_steps : 0);
     return o;
 }
 

@@ -23,6 +23,7 @@ struct srv_metrics {
     long long n_tokens_max;
     unsigned long long hits, misses, evictions, evicted_tokens, timeouts, rejected, shared, shared_tokens;
     unsigned long long window_lost, window_lost_tokens; /* prefixes cut short: a sliding window's cells gone */
+    unsigned long long preempted, conn[SRV_CONN_EVENTS];
     unsigned long long ttft_bucket[N_TTFT + 1], ttft_count;
     double ttft_sum;
     struct {
@@ -156,6 +157,20 @@ void srv_metrics_rejected(struct srv_metrics *m) {
     pthread_mutex_unlock(&m->mu);
 }
 
+void srv_metrics_preempted(struct srv_metrics *m) {
+    if (!m) return;
+    pthread_mutex_lock(&m->mu);
+    m->preempted++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_conn(struct srv_metrics *m, enum srv_conn_event ev) {
+    if (!m || ev >= SRV_CONN_EVENTS) return;
+    pthread_mutex_lock(&m->mu);
+    m->conn[ev]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
 /* ------------------------------------------------------------------ text format */
 
 struct out {
@@ -247,6 +262,19 @@ char *srv_metrics_render(struct srv_metrics *m, const struct srv_engine_stats *e
            (double)m->timeouts);
     metric(&o, "kiln_requests_rejected_total", "counter", "Requests answered 503 because the queue was full",
            (double)m->rejected);
+    metric(&o, "kiln_requests_preempted_total", "counter",
+           "Running prompts that gave their slot to a request with none (they continue later)",
+           (double)m->preempted);
+    metric(&o, "kiln_http_connections", "gauge", "Open connections", es->connections);
+    static const char *const conn_what[SRV_CONN_EVENTS] = {
+        [SRV_CONN_EVICTED] = "evicted", [SRV_CONN_OVERFLOW] = "overflow", [SRV_CONN_DEADLINE] = "deadline",
+        [SRV_CONN_RESET] = "reset"};
+    put(&o, "# HELP kiln_http_connections_closed_total Connections closed by the server: idle ones for a newcomer "
+            "past --max-connections (evicted), answered 503 past it (overflow), cut at the header or body "
+            "deadline (deadline), reset by the peer while waiting (reset)\n"
+            "# TYPE kiln_http_connections_closed_total counter\n");
+    for (int i = 0; i < SRV_CONN_EVENTS; i++)
+        put(&o, "kiln_http_connections_closed_total{reason=\"%s\"} %llu\n", conn_what[i], m->conn[i]);
     put(&o, "# HELP kiln_http_responses_total HTTP responses by route and status\n"
             "# TYPE kiln_http_responses_total counter\n");
     for (int i = 0; i < m->n_resp; i++)

@@ -12,26 +12,7 @@
 #include <string.h>
 
 cJSON *srv_parse_body(struct srv_req *r, char *err, size_t errlen) {
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(r->body, r->body_len, &end, false);
-    if (!root) {
-        size_t at = end && end >= r->body ? (size_t)(end - r->body) : 0;
-        snprintf(err, errlen, "the body is not valid JSON (error near byte %zu)", at);
-        return NULL;
-    }
-    /* trailing bytes other than whitespace are an error too */
-    for (const char *p = end; p && p < r->body + r->body_len; p++)
-        if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t') {
-            snprintf(err, errlen, "the body is not valid JSON (trailing data at byte %zu)", (size_t)(p - r->body));
-            cJSON_Delete(root);
-            return NULL;
-        }
-    if (!cJSON_IsObject(root)) {
-        snprintf(err, errlen, "the body must be a JSON object");
-        cJSON_Delete(root);
-        return NULL;
-    }
-    return root;
+    return srv_parse_json(r->body, r->body_len, err, errlen);
 }
 
 /* ------------------------------------------------------------------ typed fields */
@@ -104,6 +85,47 @@ int32_t srv_tokenize(const struct kiln_vocab *v, const char *text, size_t len, b
     return (int32_t)n;
 }
 
+/* A text over a slot's context is refused with bounded work, whatever its length: with
+ * SPM and BPE vocabularies a token covers at most max_piece bytes (one more for SPM's
+ * leading space), so a longer text cannot fit; below that, prefixes cut before a space
+ * and doubling from 4 bytes a token are tokenized first, and one already over the
+ * context (with slack for the cut) ends it. */
+int32_t srv_tokenize_bounded(struct kiln_server *s, const char *field, const char *text, size_t len,
+                             bool add_special, int64_t n_ctx, int32_t **ids, char *err, size_t errlen) {
+    const enum kiln_vocab_type vt = kiln_vocab_type(s->vocab);
+    if (n_ctx > 0 && (vt == KILN_VOCAB_SPM || vt == KILN_VOCAB_BPE)) {
+        const int64_t most = (n_ctx + 1) * (int64_t)s->max_piece + 1;
+        if ((int64_t)len > most) {
+            snprintf(err, errlen,
+                     "'%s' is %zu bytes: more than a context of %lld tokens holds (at most %lld bytes with this "
+                     "vocabulary)",
+                     field, len, (long long)n_ctx, (long long)most);
+            return -1;
+        }
+        for (size_t probe = (size_t)n_ctx * 4; probe < len; probe *= 2) {
+            size_t cut = probe;
+            while (cut > probe / 2 && text[cut] != ' ') cut--;
+            if (text[cut] != ' ') continue; /* no word boundary near: only the whole text tells */
+            int32_t *pre = NULL;
+            int32_t n = srv_tokenize(s->vocab, text, cut, add_special, &pre);
+            free(pre);
+            if (n > n_ctx + 16) {
+                snprintf(err, errlen, "'%s' is longer than a context of %lld tokens: its first %zu bytes are %d tokens",
+                         field, (long long)n_ctx, cut, n);
+                return -1;
+            }
+        }
+    }
+    int32_t n = srv_tokenize(s->vocab, text, len, add_special, ids);
+    if (n < 0) snprintf(err, errlen, "'%s' cannot be tokenized", field);
+    return n;
+}
+
+int32_t srv_tokenize_prompt(struct kiln_server *s, const char *field, const char *text, size_t len,
+                            bool add_special, int32_t **ids, char *err, size_t errlen) {
+    return srv_tokenize_bounded(s, field, text, len, add_special, s->n_ctx_slot, ids, err, errlen);
+}
+
 bool srv_parse_ids(struct kiln_server *s, const cJSON *arr, const char *field, int32_t **ids, int32_t *n, char *err,
                    size_t errlen) {
     int size = cJSON_GetArraySize(arr);
@@ -153,12 +175,9 @@ bool srv_parse_prompt(struct kiln_server *s, const cJSON *prompt, int i, struct 
         }
     }
     if (cJSON_IsString(prompt)) {
-        int32_t n = srv_tokenize(s->vocab, prompt->valuestring, strlen(prompt->valuestring),
-                                 kiln_vocab_add_bos(s->vocab), &t->prompt);
-        if (n < 0) {
-            snprintf(err, errlen, "'%s' cannot be tokenized", field);
-            return false;
-        }
+        int32_t n = srv_tokenize_prompt(s, field, prompt->valuestring, strlen(prompt->valuestring),
+                                        kiln_vocab_add_bos(s->vocab), &t->prompt, err, errlen);
+        if (n < 0) return false;
         t->n_prompt = n;
     } else if (is_id_array(prompt)) {
         if (!srv_parse_ids(s, prompt, field, &t->prompt, &t->n_prompt, err, errlen)) return false;
@@ -176,42 +195,6 @@ bool srv_parse_prompt(struct kiln_server *s, const cJSON *prompt, int i, struct 
 
 /* ------------------------------------------------------------------ chat messages */
 
-static const char *const roles[] = {"system", "user", "assistant"};
-
-/* A message's content: a string, or an array of {"type": "text", "text": ...} parts joined. */
-static char *message_content(const cJSON *c, int i, char *err, size_t errlen) {
-    if (cJSON_IsString(c)) return strdup(c->valuestring);
-    if (!cJSON_IsArray(c)) {
-        snprintf(err, errlen, "'messages'[%d].content must be a string or an array of text parts", i);
-        return NULL;
-    }
-    size_t len = 0;
-    const cJSON *part;
-    int j = 0;
-    cJSON_ArrayForEach(part, c) {
-        char where[64];
-        snprintf(where, sizeof where, "'messages'[%d].content[%d]", i, j++);
-        if (cJSON_IsObject(part) && !srv_check_fields(part, SRV_BODY_CONTENT_PART, where, err, errlen)) return NULL;
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
-        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
-        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text)) {
-            snprintf(err, errlen, "'messages'[%d].content parts must be {\"type\": \"text\", \"text\": string}", i);
-            return NULL;
-        }
-        len += strlen(text->valuestring);
-    }
-    char *out = malloc(len + 1), *p = out;
-    if (!out) return NULL;
-    cJSON_ArrayForEach(part, c) {
-        const char *text = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
-        size_t l = strlen(text);
-        memcpy(p, text, l);
-        p += l;
-    }
-    *p = 0;
-    return out;
-}
-
 char *srv_render_messages(struct kiln_server *s, const cJSON *messages, bool add_assistant, char *err,
                           size_t errlen) {
     int n = cJSON_GetArraySize(messages);
@@ -220,7 +203,7 @@ char *srv_render_messages(struct kiln_server *s, const cJSON *messages, bool add
         return NULL;
     }
     struct kiln_chat_msg *msgs = calloc((size_t)n, sizeof *msgs);
-    char **contents = calloc((size_t)n, sizeof *contents);
+    char **contents = calloc((size_t)n, sizeof *contents); /* roles.c makes them */
     char *out = NULL;
     if (!msgs || !contents) {
         snprintf(err, errlen, "out of memory");
@@ -229,24 +212,7 @@ char *srv_render_messages(struct kiln_server *s, const cJSON *messages, bool add
     int i = 0;
     const cJSON *m;
     cJSON_ArrayForEach(m, messages) {
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-        if (!cJSON_IsObject(m) || !cJSON_IsString(role)) {
-            snprintf(err, errlen, "'messages'[%d] must be an object with a string 'role'", i);
-            goto done;
-        }
-        char where[32];
-        snprintf(where, sizeof where, "'messages'[%d]", i);
-        if (!srv_check_fields(m, SRV_BODY_MESSAGE, where, err, errlen)) goto done;
-        size_t r = 0;
-        while (r < sizeof roles / sizeof roles[0] && strcmp(roles[r], role->valuestring)) r++;
-        if (r == sizeof roles / sizeof roles[0]) {
-            snprintf(err, errlen, "'messages'[%d].role '%.40s' is not one of system, user, assistant", i,
-                     role->valuestring);
-            goto done;
-        }
-        if (!(contents[i] = message_content(cJSON_GetObjectItemCaseSensitive(m, "content"), i, err, errlen)))
-            goto done;
-        msgs[i] = (struct kiln_chat_msg){roles[r], contents[i]};
+        if (!srv_message_lower(s, m, i, &msgs[i], &contents[i], err, errlen)) goto done;
         i++;
     }
     int64_t need = kiln_chat_apply(s->tmpl, msgs, (size_t)n, add_assistant, NULL, 0);
@@ -274,6 +240,10 @@ static bool parse_stop(const cJSON *body, struct srv_task *t, char *err, size_t 
     if (!stop || cJSON_IsNull(stop)) return true;
     if (cJSON_IsString(stop)) {
         if (!*stop->valuestring) return true;
+        if (strlen(stop->valuestring) > SRV_MAX_STOP_LEN) {
+            snprintf(err, errlen, "'stop' must be a string of at most %d bytes", SRV_MAX_STOP_LEN);
+            return false;
+        }
         return (t->stop[t->n_stop++] = strdup(stop->valuestring)) != NULL;
     }
     if (!cJSON_IsArray(stop) || cJSON_GetArraySize(stop) > SRV_MAX_STOP) {
@@ -283,8 +253,8 @@ static bool parse_stop(const cJSON *body, struct srv_task *t, char *err, size_t 
     const cJSON *it;
     int i = 0;
     cJSON_ArrayForEach(it, stop) {
-        if (!cJSON_IsString(it) || !*it->valuestring || strlen(it->valuestring) > 256) {
-            snprintf(err, errlen, "'stop'[%d] must be a non-empty string of at most 256 bytes", i);
+        if (!cJSON_IsString(it) || !*it->valuestring || strlen(it->valuestring) > SRV_MAX_STOP_LEN) {
+            snprintf(err, errlen, "'stop'[%d] must be a non-empty string of at most %d bytes", i, SRV_MAX_STOP_LEN);
             return false;
         }
         if (!(t->stop[t->n_stop++] = strdup(it->valuestring))) return false;
@@ -334,10 +304,11 @@ bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, s
     t->api = api;
     struct kiln_sampling_params sp = kiln_sampling_default_params();
     int64_t n = 1, n_predict = s->p.n_predict, seed = -1, top_k = sp.top_k, last_n = sp.penalty_last_n, logprobs = 0;
-    const int32_t n_ctx = srv_engine_n_ctx_slot(s->engine);
+    const int32_t n_ctx = s->n_ctx_slot;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(body, "model");
-    if (model && !cJSON_IsString(model) && !cJSON_IsNull(model)) {
-        snprintf(err, errlen, "'model' must be a string");
+    if (model && ((!cJSON_IsString(model) && !cJSON_IsNull(model)) ||
+                  (cJSON_IsString(model) && strlen(model->valuestring) > SRV_MAX_MODEL_LEN))) {
+        snprintf(err, errlen, "'model' must be a string of at most %d bytes", SRV_MAX_MODEL_LEN);
         return false;
     }
     if (!get_int(body, "n", 1, 1e9, &n, err, errlen)) return false;

@@ -5,7 +5,9 @@
  * copied), where any later prompt may continue from them. Least recently used
  * entries go first: past the --cache-ram budget, or when a decode needs cells.
  * An entry is continued from only as far as the cache can resume it (a sliding-window
- * cache lets the cells before a cut go).
+ * cache lets the cells before a cut go). An entry belongs to the tenant whose request
+ * decoded it: only that tenant's prompts continue from it (eviction is shared: it says
+ * nothing of content).
  */
 #include "serve_impl.h"
 
@@ -19,6 +21,7 @@ struct pc_entry {
     int32_t *tokens;
     int32_t n;
     uint64_t last_used;
+    uint32_t tenant;
 };
 
 struct srv_prefix_cache {
@@ -68,19 +71,22 @@ static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int
     return n;
 }
 
-/* The least recently used entry, skipping those the prompt want[0, n_want) would continue from. */
-static struct pc_entry *lru(struct srv_prefix_cache *pc, const int32_t *want, int32_t n_want) {
+/* The least recently used entry, skipping those the prompt want[0, n_want) of tenant would
+ * continue from (another tenant's are not: whether they match must not change anything). */
+static struct pc_entry *lru(struct srv_prefix_cache *pc, const int32_t *want, int32_t n_want, uint32_t tenant) {
     struct pc_entry *best = NULL;
     for (int i = 0; i < pc->n_entries; i++) {
         struct pc_entry *en = &pc->e[i];
-        if (en->n == 0 || (want && common_prefix(en->tokens, en->n, want, n_want) >= PARK_MIN)) continue;
+        if (en->n == 0 ||
+            (want && en->tenant == tenant && common_prefix(en->tokens, en->n, want, n_want) >= PARK_MIN))
+            continue;
         if (!best || en->last_used < best->last_used) best = en;
     }
     return best;
 }
 
 bool srv_pcache_evict_lru(struct srv_prefix_cache *pc) {
-    struct pc_entry *en = pc ? lru(pc, NULL, 0) : NULL;
+    struct pc_entry *en = pc ? lru(pc, NULL, 0, 0) : NULL;
     if (!en) return false;
     srv_metrics_evicted(pc->metrics, en->n);
     drop(pc, en);
@@ -98,14 +104,14 @@ void srv_pcache_set_metrics(struct srv_prefix_cache *pc, struct srv_metrics *m) 
 }
 
 bool srv_pcache_park(struct srv_prefix_cache *pc, int32_t seq, const int32_t *tokens, int32_t n, int32_t keep,
-                     const int32_t *want, int32_t n_want) {
+                     const int32_t *want, int32_t n_want, uint32_t tenant) {
     if (!pc || pc->n_entries == 0 || n - keep < PARK_MIN || (pc->budget_cells >= 0 && n > pc->budget_cells))
         return false;
     /* already held whole by an entry: that one is fresh again; an entry this run extends is replaced */
     struct pc_entry *slot = NULL;
     for (int i = 0; i < pc->n_entries; i++) {
         struct pc_entry *en = &pc->e[i];
-        if (en->n == 0) continue;
+        if (en->n == 0 || en->tenant != tenant) continue;
         int32_t lcp = common_prefix(en->tokens, en->n, tokens, n);
         if (lcp == n) {
             en->last_used = ++pc->tick;
@@ -117,7 +123,7 @@ bool srv_pcache_park(struct srv_prefix_cache *pc, int32_t seq, const int32_t *to
     /* within the budget the least recently used go (a cell shared by two entries counts
      * twice), but never one the incoming prompt continues from: this run gives way then */
     while (pc->budget_cells >= 0 && srv_pcache_tokens(pc) + n > pc->budget_cells) {
-        struct pc_entry *victim = lru(pc, want, n_want);
+        struct pc_entry *victim = lru(pc, want, n_want, tenant);
         if (!victim) return false;
         srv_metrics_evicted(pc->metrics, victim->n);
         drop(pc, victim);
@@ -125,7 +131,7 @@ bool srv_pcache_park(struct srv_prefix_cache *pc, int32_t seq, const int32_t *to
     for (int i = 0; !slot && i < pc->n_entries; i++)
         if (pc->e[i].n == 0) slot = &pc->e[i];
     if (!slot) { /* every entry in use: the least recently used makes room */
-        slot = lru(pc, want, n_want);
+        slot = lru(pc, want, n_want, tenant);
         if (!slot) return false;
         srv_metrics_evicted(pc->metrics, slot->n);
         drop(pc, slot);
@@ -139,17 +145,18 @@ bool srv_pcache_park(struct srv_prefix_cache *pc, int32_t seq, const int32_t *to
         return false;
     }
     slot->n = n;
+    slot->tenant = tenant;
     slot->last_used = ++pc->tick;
     return true;
 }
 
-int32_t srv_pcache_best(struct srv_prefix_cache *pc, const int32_t *prompt, int32_t limit, int32_t *seq,
-                        int32_t *lost) {
+int32_t srv_pcache_best(struct srv_prefix_cache *pc, const int32_t *prompt, int32_t limit, uint32_t tenant,
+                        int32_t *seq, int32_t *lost) {
     struct pc_entry *best = NULL;
     int32_t best_n = 0, best_raw = 0;
     for (int i = 0; pc && i < pc->n_entries; i++) {
         struct pc_entry *en = &pc->e[i];
-        int32_t lcp = en->n ? common_prefix(en->tokens, en->n, prompt, limit) : 0;
+        int32_t lcp = en->n && en->tenant == tenant ? common_prefix(en->tokens, en->n, prompt, limit) : 0;
         if (lcp > best_raw) best_raw = lcp;
         /* a cut inside the entry resumes only where a sliding window's cells are still held */
         if (lcp > best_n) lcp = kiln_kv_seq_resumable(pc->ctx, en->seq, lcp);

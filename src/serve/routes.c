@@ -59,7 +59,14 @@ enum MHD_Result srv_route_props(struct srv_req *r) {
     cJSON_AddNumberToObject(o, "max_body", (double)s->p.max_body);
     cJSON_AddNumberToObject(o, "request_timeout", s->p.request_timeout_s);
     cJSON_AddNumberToObject(o, "drain_timeout", s->p.drain_s);
-    cJSON_AddBoolToObject(o, "prefix_share", s->p.prefix_share);
+    static const char *const share[] = {[KILN_PREFIX_SHARE_TENANT] = "tenant", [KILN_PREFIX_SHARE_GLOBAL] = "global",
+                                         [KILN_PREFIX_SHARE_OFF] = "off"};
+    cJSON_AddBoolToObject(o, "prefix_share", s->p.prefix_share != KILN_PREFIX_SHARE_OFF);
+    cJSON_AddStringToObject(o, "prefix_share_mode", share[s->p.prefix_share]);
+    cJSON_AddNumberToObject(o, "max_connections", s->p.max_connections);
+    cJSON_AddNumberToObject(o, "header_timeout", s->p.header_timeout_s);
+    cJSON_AddNumberToObject(o, "body_timeout", s->p.body_timeout_s);
+    cJSON_AddNumberToObject(o, "max_prompt_bytes", ((double)s->n_ctx_slot + 1) * s->max_piece + 1);
     cJSON_AddNumberToObject(o, "cache_ram_mib", s->p.cache_ram_mib);
     cJSON_AddNumberToObject(o, "prefix_cache_entries", (double)kiln_n_seq_max(s->ctx) - s->p.n_parallel);
     return srv_reply_json(r, 200, o);
@@ -74,7 +81,11 @@ enum MHD_Result srv_route_metrics(struct srv_req *r) {
 }
 
 enum MHD_Result srv_route_slots(struct srv_req *r) {
-    cJSON *a = srv_engine_slots_json(r->srv->engine);
+    /* with tenants, what a slot holds for another is not shown (it would tell its prompt's length) */
+    struct kiln_server *s = r->srv;
+    bool isolate = s->p.prefix_share != KILN_PREFIX_SHARE_GLOBAL &&
+                   (srv_auth_has_keys(s->auth) || srv_auth_has_proxies(s->auth));
+    cJSON *a = srv_engine_slots_json(s->engine, r->tenant, isolate);
     if (!a) return srv_reply_error(r, 500, "out of memory");
     return srv_reply_json(r, 200, a);
 }
@@ -97,10 +108,11 @@ enum MHD_Result srv_route_tokenize(struct srv_req *r) {
         ret = srv_reply_error(r, 400, "'%s' must be true or false", add && !cJSON_IsBool(add) ? "add_special" : "with_pieces");
     } else {
         int32_t *ids = NULL;
-        int32_t n = srv_tokenize(r->srv->vocab, content->valuestring, strlen(content->valuestring),
-                                 cJSON_IsTrue(add), &ids);
+        int32_t n = srv_tokenize_bounded(r->srv, "content", content->valuestring, strlen(content->valuestring),
+                                         cJSON_IsTrue(add), (int64_t)r->srv->n_ctx_slot * r->srv->p.n_parallel, &ids,
+                                         err, sizeof err);
         if (n < 0) {
-            ret = srv_reply_error(r, 500, "cannot tokenize 'content'");
+            ret = srv_reply_error(r, 400, "%s", err);
         } else {
             cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "tokens");
             for (int32_t i = 0; i < n; i++) {

@@ -11,21 +11,40 @@
 
 #include "kiln.h"
 
+/* Which requests may continue from KV cells another request decoded (the prefix cache,
+ * other slots' cells, a slot's own cells). Tenants are API keys (--api-key-file maps
+ * several keys to one) or X-Tenant from a trusted proxy; without keys every client is
+ * one tenant. */
+enum kiln_prefix_share {
+    KILN_PREFIX_SHARE_TENANT, /* within one tenant only: nothing one tenant sent shows in another's answers */
+    KILN_PREFIX_SHARE_GLOBAL, /* every request may continue from every other's cells */
+    KILN_PREFIX_SHARE_OFF,    /* only a slot's own cells, left by the same tenant (llama-server's reuse) */
+};
+
 struct kiln_server_params {
     const char *host;     /* address to bind ("127.0.0.1", "::1", "0.0.0.0" ...) */
     int port;             /* 0: any free port (kiln_server_port says which) */
     int n_parallel;       /* slots: sequences decoded together (the context's n_seq_max) */
-    int timeout_s;        /* idle connection timeout */
-    const char *api_key;  /* NULL: no authentication */
+    int timeout_s;        /* inactivity limit of a connection (a client that neither sends nor reads) */
+    const char *api_key;  /* NULL: no authentication (with api_key_file: one more key) */
+    const char *api_key_file; /* NULL, or a file of keys, one a line, each "KEY [TENANT]" */
     int n_predict;        /* default token limit per request (-1: the slot's context) */
     int queue_max;        /* requests waiting for a slot before 503 */
     size_t max_body;      /* request body limit in bytes (413 beyond) */
     int prefill_chunk;    /* most prompt tokens per step while other slots generate */
     int request_timeout_s; /* a generation still running (or waiting) after this many seconds: 504; 0: none */
     int drain_s;           /* on stop: stop accepting, let what runs finish for up to this many seconds */
-    bool prefix_share;     /* a prompt may continue from cells another slot decoded (and parked ones) */
+    enum kiln_prefix_share prefix_share;
     int cache_ram_mib;     /* KV cells kept for prefixes after their slot moved on, MiB (-1: no limit, 0: none);
                             * they live on the context's sequences past n_parallel */
+    int max_connections;   /* open connections before idle ones are closed and then 503 (0: from the
+                            * file-descriptor limit) */
+    int threads_http;      /* threads polling the sockets (0: from the cores) */
+    int header_timeout_s;  /* a request's headers must arrive within this many seconds of the connection
+                            * opening or the previous answer (idle keep-alive included) */
+    int body_timeout_s;    /* its body within this many seconds of its headers */
+    const char *trusted_proxies; /* NULL, or comma-separated numeric addresses whose X-Tenant header is believed */
+    const char *cors_origins;    /* "*" (default), "localhost", or comma-separated origins allowed to call */
 };
 struct kiln_server_params kiln_server_default_params(void);
 
@@ -34,6 +53,10 @@ struct kiln_server;
 /* Listen; NULL with a message in err (address in use, bad host ...). */
 struct kiln_server *kiln_server_start(const struct kiln_server_params *p, char *err, size_t errlen);
 int kiln_server_port(const struct kiln_server *s);
+/* The i-th start-up warning (no API key with every origin allowed, no key on a
+ * non-loopback address, a --queue that the connection limit cannot reach ...),
+ * NULL past the last. */
+const char *kiln_server_warning(const struct kiln_server *s, int i);
 /* Serve this model (the server borrows both until kiln_server_stop; the context
  * must have n_seq_max >= n_parallel). Starts the decode loop; /health turns 200. */
 bool kiln_server_attach(struct kiln_server *s, const struct kiln_model *model, struct kiln_context *ctx,

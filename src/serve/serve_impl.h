@@ -1,7 +1,8 @@
 /*
  * serve_impl.h - what the server's files share: a generation task (request
  * fields, then the text and tokens the decode loop publishes under the task's
- * lock), the engine (slots and the continuous-batching loop) and the HTTP glue.
+ * lock), the engine (slots and the continuous-batching loop), the HTTP glue
+ * (an exchange per request, the connection table, keys and tenants).
  */
 #ifndef KILN_SERVE_IMPL_H
 #define KILN_SERVE_IMPL_H
@@ -16,6 +17,8 @@
 #include "serve.h"
 
 #define SRV_MAX_STOP 16
+#define SRV_MAX_STOP_LEN 256  /* bytes of one stop string */
+#define SRV_MAX_MODEL_LEN 256 /* bytes of 'model' */
 #define SRV_MAX_TOP 20
 #define SRV_MAX_PROMPTS 64 /* prompts in one request's list */
 
@@ -74,6 +77,20 @@ struct srv_task {
 
     atomic_bool cancel; /* the client is gone */
     atomic_int refs;
+
+    /* ---- who waits: woken (under mu) when the task publishes; NULL once it stopped waiting */
+    struct srv_exchange *x;
+    uint32_t tenant; /* whose cached cells it may continue from (0: the keyless clients) */
+
+    /* ---- the engine's own (its thread only, after submission) */
+    uint64_t group;         /* the request it came in (fairness between requests) */
+    int32_t *seq, n_seq;    /* tokens the cache must hold before its next sample: the prompt, or
+                             * after a preemption the prompt, what it generated and the token to decode */
+    bool started;           /* has held a slot (timings and tokens_cached are the first start's) */
+    bool prompt_accepted;   /* the sampler has seen the prompt */
+    int32_t n_gen_resume;   /* tokens generated before a preemption */
+    uint64_t step_submit;   /* the engine's step count when it was queued */
+    int32_t queue_steps;    /* steps it waited before its prompt first entered a batch (-1: not yet) */
 };
 
 /* ---- tasks (task.c) */
@@ -81,6 +98,8 @@ struct srv_task *srv_task_new(void); /* one reference, the caller's */
 void srv_task_unref(struct srv_task *t);
 /* Under t->mu: fail the task with an HTTP status and message, wake its waiter. */
 void srv_task_fail_locked(struct srv_task *t, int status, const char *msg);
+/* Under t->mu: the task published something (done: it ended); wakes its exchange. */
+void srv_task_notify_locked(struct srv_task *t);
 /* Seconds on the monotonic clock (the tasks' and the metrics' times). */
 double srv_now(void);
 
@@ -98,8 +117,9 @@ void srv_engine_poke(struct srv_engine *e);
 void srv_engine_shutdown(struct srv_engine *e);
 void srv_engine_free(struct srv_engine *e);
 int32_t srv_engine_n_ctx_slot(const struct srv_engine *e);
-/* {"id", "n_ctx", "is_processing"} per slot (GET /slots). */
-cJSON *srv_engine_slots_json(struct srv_engine *e);
+/* {"id", "n_ctx", "is_processing"} per slot (GET /slots); with isolate, what a slot holds
+ * for another tenant than this one is left out. */
+cJSON *srv_engine_slots_json(struct srv_engine *e, uint32_t tenant, bool isolate);
 
 /* ---- the server object the routes see */
 struct kiln_server {
@@ -118,23 +138,145 @@ struct kiln_server {
     atomic_ullong next_id; /* response ids */
     atomic_int in_flight;  /* generation responses not yet sent completely */
     struct srv_metrics *metrics;
+    int32_t n_ctx_slot;    /* a slot's context (set when the model is attached) */
+    int32_t max_piece;     /* bytes of the vocabulary's longest token: n tokens cover at most n * max_piece bytes */
+    struct srv_auth *auth;
+    struct srv_conns *conns;
+    struct srv_work *work;
+    char warnings[4][320];
+    int n_warnings;
+    pthread_mutex_t log_mu; /* libmicrohttpd's messages, rate-limited */
+    long long log_second;
+    int log_count, log_dropped;
 };
 
-/* ---- HTTP responses (http.c) */
+/* ---- replies (reply.c): a route fills one; the connection's own thread sends it */
+struct srv_reply {
+    unsigned status; /* 0: none yet */
+    char *body;      /* malloc'd */
+    const char *type;
+    const char *hdr, *hdr_val; /* one more header (Allow, Retry-After), or NULL */
+    bool close;                /* Connection: close (the request's framing cannot be trusted) */
+};
+void srv_reply_clear(struct srv_reply *rp);
+
+/* One request as a route sees it. */
 struct srv_req {
     struct kiln_server *srv;
-    struct MHD_Connection *conn;
+    struct srv_exchange *x; /* its exchange (NULL: parsed without a connection, as the fuzzer does) */
     const char *method, *url;
     const char *body;
     size_t body_len;
     const char *route; /* the matched route's path (metrics), NULL before routing */
+    uint32_t tenant;
+    struct srv_reply reply;
 };
 enum MHD_Result srv_reply_json(struct srv_req *r, unsigned status, cJSON *json); /* takes json */
 enum MHD_Result srv_reply_plain(struct srv_req *r, unsigned status, char *text);  /* takes malloc'd text */
 enum MHD_Result srv_reply_error(struct srv_req *r, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* The client closed its side of the connection. */
-bool srv_client_gone(struct MHD_Connection *conn);
+/* The error body every 4xx/5xx carries: {"error": {"message", "type", "code"}} (malloc'd). */
+char *srv_error_body(unsigned status, const char *msg);
+
+/* A row of the route table (http.c). */
+struct srv_route {
+    const char *method, *path;
+    enum MHD_Result (*fn)(struct srv_req *r);
+    bool needs_model, open; /* open: no API key needed */
+    bool worker;            /* runs on a worker (it parses a body), not on the socket's thread */
+};
+
+/* ---- exchanges (http.c): one request and its answer, shared by reference count
+ * between the connection's thread, a worker and the tasks' waker */
+struct srv_group { /* one request's tasks: one per prompt, answered as choices 0..n-1 */
+    struct srv_task *t[SRV_MAX_PROMPTS];
+    int n;
+};
+struct srv_exchange {
+    struct kiln_server *srv;
+    struct MHD_Connection *conn; /* NULL once the connection is done with it */
+    struct srv_conn *cn;
+    const struct srv_route *route;
+    uint32_t tenant;
+    char *body; /* the request body, NUL-terminated */
+    size_t len, cap;
+    struct srv_reply reply;  /* a worker's answer */
+    struct srv_group g;      /* a generation's tasks (their x points here) */
+    bool stream, in_flight;
+    bool queued;             /* handed to a worker */
+    atomic_bool prepared;    /* the worker is done: reply or g is set */
+    atomic_int refs;
+    pthread_mutex_t mu;      /* the suspend/wake hand-over: a leaf lock (MHD's own lock only inside) */
+    bool suspended, news;
+    atomic_bool gone;        /* the peer reset the connection (net thread) */
+};
+/* Wake x's connection (any thread; news is kept when it is not suspended). */
+void srv_exchange_wake(struct srv_exchange *x);
+/* On the connection's thread, in a handler or content reader: suspend it unless woken
+ * since (then false: look again). */
+bool srv_exchange_suspend(struct srv_exchange *x);
+void srv_exchange_ref(struct srv_exchange *x);
+void srv_exchange_unref(struct srv_exchange *x);
+/* Stop waiting for x's tasks: detach them, cancel the unfinished, drop them. */
+void srv_exchange_release_group(struct srv_exchange *x);
+/* The headers every answer carries: CORS, and Connection: close when asked or stopping. */
+void srv_response_headers(struct kiln_server *s, struct MHD_Connection *c, struct MHD_Response *resp, bool close);
+/* generate.c: queue x's stream (its tasks are submitted); fill r with x's whole answer
+ * when every task ended (false: not yet). */
+enum MHD_Result srv_send_stream(struct srv_exchange *x, struct MHD_Connection *c);
+bool srv_group_reply(struct srv_exchange *x, struct srv_req *r);
+
+/* ---- what is decided on the headers (gate.c) */
+/* Framing another reader could take differently: 400 with a message, or 0. */
+unsigned srv_gate_framing(struct MHD_Connection *c, const char *version, char *msg, size_t msglen);
+/* The key (unless open) and the tenant: 0, or 401/400 with a message. */
+unsigned srv_gate_who(struct kiln_server *s, struct MHD_Connection *c, bool open, uint32_t *tenant, char *msg,
+                      size_t msglen);
+/* Access-Control-Allow-Origin for a request from origin (NULL: none may be sent). */
+const char *srv_cors_allow(const struct kiln_server *s, const char *origin);
+bool srv_cors_valid(const char *list, char *err, size_t errlen);
+
+/* ---- the connection table (conn.c): limits, idle eviction, header and body deadlines,
+ * and a thread that watches suspended connections for resets */
+enum srv_phase { SRV_PHASE_HEADERS, SRV_PHASE_BODY, SRV_PHASE_WORK };
+struct srv_conns;
+struct srv_conns *srv_conns_new(struct kiln_server *s, int max, char *err, size_t errlen);
+void srv_conns_free(struct srv_conns *cs);
+/* MHD's MHD_OPTION_NOTIFY_CONNECTION callback (cls: the table). */
+void srv_conns_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                      enum MHD_ConnectionNotificationCode code);
+/* The connection's phase (and which exchange it serves, NULL between requests). */
+void srv_conn_phase(struct srv_conns *cs, struct srv_conn *cn, enum srv_phase ph, struct srv_exchange *x);
+/* Accepted past --max-connections with no idle connection to close for it. */
+bool srv_conn_overflow(const struct srv_conn *cn);
+/* Wake every suspended exchange (stopping: none may stay suspended). */
+int srv_conns_wake_all(struct srv_conns *cs);
+int srv_conns_count(struct srv_conns *cs);
+
+/* ---- keys and tenants (auth.c) */
+#define SRV_TENANT_MAX 128 /* bytes of a tenant name (X-Tenant) */
+struct srv_auth;
+struct srv_auth *srv_auth_new(const struct kiln_server_params *p, char *err, size_t errlen);
+void srv_auth_free(struct srv_auth *a);
+bool srv_auth_has_keys(const struct srv_auth *a);
+bool srv_auth_has_proxies(const struct srv_auth *a);
+/* The tenant of a presented key (compared in time independent of the keys' bytes); false: no such key. */
+bool srv_auth_key(const struct srv_auth *a, const char *key, uint32_t *tenant);
+/* The peer is a --trusted-proxy address. */
+bool srv_auth_trusted(const struct srv_auth *a, const struct sockaddr *peer);
+/* The id of a tenant name (X-Tenant), added when new; false with a message when the name is not
+ * one (1..SRV_TENANT_MAX printable bytes, no spaces) or the table is full. */
+bool srv_auth_tenant(struct srv_auth *a, const char *name, uint32_t *id, char *err, size_t errlen);
+
+/* ---- workers (work.c): request bodies are parsed, tokenized and submitted off the
+ * sockets' threads, so that a big body never holds up /health */
+struct srv_work;
+struct srv_work *srv_work_new(int n_threads, void (*fn)(struct srv_exchange *x));
+/* Queue x (a reference is taken and dropped after fn ran). */
+bool srv_work_submit(struct srv_work *w, struct srv_exchange *x);
+/* Refuse more, run what is queued, join the threads. */
+void srv_work_stop(struct srv_work *w);
+void srv_work_free(struct srv_work *w);
 
 /* ---- routes (routes.c: model-free routes; generate.c: generation) */
 enum MHD_Result srv_route_health(struct srv_req *r);
@@ -160,19 +302,42 @@ enum srv_body {
     SRV_BODY_MESSAGE,        /* messages[i] */
     SRV_BODY_CONTENT_PART,   /* messages[i].content[j] */
     SRV_BODY_STREAM_OPTIONS, /* stream_options */
+    SRV_BODY_TOOL_CALL,      /* messages[i].tool_calls[j] */
+    SRV_BODY_FUNCTION,       /* messages[i].tool_calls[j].function, messages[i].function_call */
 };
 /* Every member of obj must be a field this body implements, or a field kiln does not
  * implement given the value that asks for nothing; false with a message naming the
  * first other one. where names obj in the message (NULL: the body's route). */
 bool srv_check_fields(const cJSON *obj, enum srv_body body, const char *where, char *err, size_t errlen);
 
+/* Bytes of the vocabulary's longest token (special ones as their text): the most text one token covers. */
+int32_t srv_longest_piece(const struct kiln_vocab *v);
+
 /* ---- request parsing (params.c): each returns false with a message naming the field */
 cJSON *srv_parse_body(struct srv_req *r, char *err, size_t errlen); /* an object, or NULL */
+/* messages[i] (m) into what the template renders: its role as the template knows it and
+ * its content (malloc'd into *content) with an assistant's tool calls after it (roles.c). */
+bool srv_message_lower(struct kiln_server *s, const cJSON *m, int i, struct kiln_chat_msg *out, char **content,
+                       char *err, size_t errlen);
 /* The conversation in messages, rendered with the model's template (malloc'd). */
 char *srv_render_messages(struct kiln_server *s, const cJSON *messages, bool add_assistant, char *err,
                           size_t errlen);
 /* Tokenize text (special tokens parsed); malloc'd ids, or -1. */
 int32_t srv_tokenize(const struct kiln_vocab *v, const char *text, size_t len, bool add_special, int32_t **ids);
+/* Parse a body, strictly: one JSON object, no duplicate key, no NUL or raw control
+ * character in a string (json_strict.c); NULL with a message. */
+cJSON *srv_parse_json(const char *body, size_t len, char *err, size_t errlen);
+/* Tokenize a prompt of len bytes for a slot: refused (-1, message in err) without
+ * tokenizing it whole when it cannot fit n_ctx_slot tokens; malloc'd ids, or -1. */
+int32_t srv_tokenize_prompt(struct kiln_server *s, const char *field, const char *text, size_t len,
+                            bool add_special, int32_t **ids, char *err, size_t errlen);
+/* The same against a context of n_ctx tokens (/tokenize: the whole context). */
+int32_t srv_tokenize_bounded(struct kiln_server *s, const char *field, const char *text, size_t len,
+                             bool add_special, int64_t n_ctx, int32_t **ids, char *err, size_t errlen);
+/* One request's tasks from its body (prompts tokenized, fields checked), not yet submitted;
+ * false with the status and message to answer. */
+bool srv_build_group(struct kiln_server *s, const cJSON *body, enum srv_api api, const char *url, uint32_t tenant,
+                     struct srv_group *g, unsigned *status, char *err, size_t errlen);
 /* Fill t's generation fields (samplers, stops, limits, logprobs, stream) from a request body. */
 bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, struct srv_task *t, char *err,
                    size_t errlen);
@@ -202,7 +367,7 @@ void srv_add_text(cJSON *o, const char *key, const char *s, size_t len);
 /* ---- metrics (metrics.c): counters the engine and the HTTP side bump, GET /metrics */
 struct srv_metrics;
 struct srv_engine_stats { /* the engine's gauges at one moment */
-    int processing, deferred, n_slots, queue_max;
+    int processing, deferred, n_slots, queue_max, connections;
     long long kv_used, kv_total, parked;
 };
 struct srv_metrics *srv_metrics_new(void);
@@ -223,6 +388,12 @@ void srv_metrics_ttft(struct srv_metrics *m, double seconds);
 void srv_metrics_shared(struct srv_metrics *m, int32_t n_tokens, bool was_miss);
 void srv_metrics_timeout(struct srv_metrics *m);
 void srv_metrics_rejected(struct srv_metrics *m);
+/* A running task gave its slot to a request that had none (fairness). */
+void srv_metrics_preempted(struct srv_metrics *m);
+/* Connections: closed idle for a newcomer past --max-connections, answered 503 past it,
+ * cut at the header or body deadline, reset by the peer while waiting. */
+enum srv_conn_event { SRV_CONN_EVICTED, SRV_CONN_OVERFLOW, SRV_CONN_DEADLINE, SRV_CONN_RESET, SRV_CONN_EVENTS };
+void srv_metrics_conn(struct srv_metrics *m, enum srv_conn_event ev);
 /* The Prometheus text (malloc'd), NULL when out of memory. */
 char *srv_metrics_render(struct srv_metrics *m, const struct srv_engine_stats *es);
 /* The engine bumps m from now on (set before the first task is submitted). */
@@ -243,15 +414,15 @@ struct srv_prefix_cache *srv_pcache_new(struct kiln_context *ctx, int32_t first_
 void srv_pcache_free(struct srv_prefix_cache *pc);
 void srv_pcache_set_metrics(struct srv_prefix_cache *pc, struct srv_metrics *m);
 /* Before seq drops its tokens past keep for the prompt want[0, n_want): keep tokens[0, n)
- * (seq's cells 0 .. n-1) on a spare sequence, never evicting an entry want continues from;
- * true when they are held now. */
+ * (seq's cells 0 .. n-1, decoded for tenant) on a spare sequence, never evicting an entry
+ * want continues from; true when they are held now. */
 bool srv_pcache_park(struct srv_prefix_cache *pc, int32_t seq, const int32_t *tokens, int32_t n, int32_t keep,
-                     const int32_t *want, int32_t n_want);
-/* The longest prefix of prompt[0, limit) an entry holds and can resume from (a sliding-window
- * cache may have let the cells before a shorter cut go), its sequence in *seq (0: none);
- * *lost (if not NULL): how much longer the match was by tokens alone. */
-int32_t srv_pcache_best(struct srv_prefix_cache *pc, const int32_t *prompt, int32_t limit, int32_t *seq,
-                        int32_t *lost);
+                     const int32_t *want, int32_t n_want, uint32_t tenant);
+/* The longest prefix of prompt[0, limit) an entry of tenant holds and can resume from (a
+ * sliding-window cache may have let the cells before a shorter cut go), its sequence in *seq
+ * (0: none); *lost (if not NULL): how much longer the match was by tokens alone. */
+int32_t srv_pcache_best(struct srv_prefix_cache *pc, const int32_t *prompt, int32_t limit, uint32_t tenant,
+                        int32_t *seq, int32_t *lost);
 /* Drop the least recently used entry; false when none is left. */
 bool srv_pcache_evict_lru(struct srv_prefix_cache *pc);
 long long srv_pcache_tokens(const struct srv_prefix_cache *pc);

@@ -26,12 +26,14 @@ struct srv_task *srv_task_new(void) {
     t->cache_prompt = true;
     t->slot = -1;
     t->stop_word = -1;
+    t->queue_steps = -1;
     t->t_queued = srv_now();
     return t;
 }
 
 void srv_task_unref(struct srv_task *t) {
     if (!t || atomic_fetch_sub(&t->refs, 1) != 1) return;
+    if (t->seq != t->prompt) free(t->seq);
     free(t->prompt);
     kiln_sampler_free(t->smpl);
     for (int i = 0; i < t->n_stop; i++) free(t->stop[i]);
@@ -50,5 +52,11 @@ void srv_task_fail_locked(struct srv_task *t, int status, const char *msg) {
     t->err[n] = 0;
     t->done = true;
     t->t_end = srv_now();
+    srv_task_notify_locked(t);
+}
+
+void srv_task_notify_locked(struct srv_task *t) {
     pthread_cond_broadcast(&t->cv);
+    /* t->x is cleared under t->mu before its exchange goes; a whole-body answer waits for the end only */
+    if (t->x && (t->done || t->x->stream)) srv_exchange_wake(t->x);
 }

@@ -9,6 +9,7 @@
 
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 
 int cmd_serve(int argc, char **argv) {
     const char *cmd = "serve";
@@ -31,7 +32,20 @@ int cmd_serve(int argc, char **argv) {
                    "  -np, --parallel N       slots: requests decoded together (default 1)\n"
                    "  -n, --n-predict N       default token limit per request (-1: the slot's context)\n"
                    "  --api-key KEY           require 'Authorization: Bearer KEY' (not on /health)\n"
-                   "  --timeout S             close idle connections after S seconds (default 600)\n"
+                   "  --api-key-file FILE     more keys, one a line: KEY [TENANT] (a key without a tenant\n"
+                   "                          is a tenant of its own)\n"
+                   "  --prefix-share MODE     which requests continue from cells others decoded: tenant\n"
+                   "                          (default: within one tenant, keys or X-Tenant), global, off\n"
+                   "  --trusted-proxy ADDRS   comma-separated addresses whose X-Tenant header names the tenant\n"
+                   "  --cors-origins LIST     origins a browser may call from: * (default), localhost, or\n"
+                   "                          comma-separated scheme://host[:port]\n"
+                   "  --max-connections N     open connections; past it the longest idle is closed, then 503\n"
+                   "                          (default: from ulimit -n, at most 8192)\n"
+                   "  --threads-http N        threads polling the sockets (default: the cores, 2 to 4)\n"
+                   "  --header-timeout S      a request's headers must arrive within S seconds (default 30)\n"
+                   "  --body-timeout S        its body within S seconds of its headers (default 60)\n"
+                   "  --timeout S             close a connection that neither sends nor reads for S seconds\n"
+                   "                          (default 600)\n"
                    "  --queue N               requests waiting for a slot before 503 (default 64)\n"
                    "  --prefill-chunk N       prompt tokens per step while others generate (default 128)\n"
                    "  --request-timeout S     stop a generation still waiting or running after S seconds:\n"
@@ -39,8 +53,8 @@ int cmd_serve(int argc, char **argv) {
                    "  --max-body N            request body limit in bytes, 413 beyond (default 4194304)\n"
                    "  --drain S               on SIGTERM/SIGINT stop accepting and let running requests\n"
                    "                          finish for up to S seconds before cancelling (default 0)\n"
-                   "  --no-prefix-share       a prompt reuses only its own slot's cached tokens (as\n"
-                   "                          llama-server), not cells another slot decoded\n"
+                   "  --no-prefix-share       --prefix-share off: a prompt reuses only its own slot's cached\n"
+                   "                          tokens (as llama-server), not cells another slot decoded\n"
                    "  -cram, --cache-ram N    MiB of KV cells that keep prefixes after their slot moved\n"
                    "                          on, least recently used dropped first (default 8192;\n"
                    "                          -1: no limit; 0: none)\n"
@@ -80,7 +94,34 @@ int cmd_serve(int argc, char **argv) {
                 !tool_parse_int(cmd, o, v, -1, 1 << 30, &sp.cache_ram_mib))
                 return EXIT_USAGE;
         } else if (!strcmp(o, "--no-prefix-share")) {
-            sp.prefix_share = false;
+            sp.prefix_share = KILN_PREFIX_SHARE_OFF;
+        } else if (!strcmp(o, "--prefix-share")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (!strcmp(v, "tenant")) sp.prefix_share = KILN_PREFIX_SHARE_TENANT;
+            else if (!strcmp(v, "global")) sp.prefix_share = KILN_PREFIX_SHARE_GLOBAL;
+            else if (!strcmp(v, "off")) sp.prefix_share = KILN_PREFIX_SHARE_OFF;
+            else return tool_usage_error(cmd, "--prefix-share must be tenant, global or off, not '%s'", v);
+        } else if (!strcmp(o, "--api-key-file")) {
+            if (!(sp.api_key_file = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+        } else if (!strcmp(o, "--trusted-proxy")) {
+            if (!(sp.trusted_proxies = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+        } else if (!strcmp(o, "--cors-origins")) {
+            if (!(sp.cors_origins = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (!*sp.cors_origins) return tool_usage_error(cmd, "--cors-origins must not be empty");
+        } else if (!strcmp(o, "--max-connections")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) ||
+                !tool_parse_int(cmd, o, v, 16, 1 << 20, &sp.max_connections))
+                return EXIT_USAGE;
+        } else if (!strcmp(o, "--threads-http")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !tool_parse_int(cmd, o, v, 1, 256, &sp.threads_http))
+                return EXIT_USAGE;
+        } else if (!strcmp(o, "--header-timeout")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) ||
+                !tool_parse_int(cmd, o, v, 1, 86400, &sp.header_timeout_s))
+                return EXIT_USAGE;
+        } else if (!strcmp(o, "--body-timeout")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !tool_parse_int(cmd, o, v, 1, 86400, &sp.body_timeout_s))
+                return EXIT_USAGE;
         } else if (!strcmp(o, "--drain")) {
             if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !tool_parse_int(cmd, o, v, 0, 3600, &sp.drain_s))
                 return EXIT_USAGE;
@@ -95,7 +136,9 @@ int cmd_serve(int argc, char **argv) {
     }
     if (!ma.model_path) return tool_usage_error(cmd, "-m MODEL is required");
     /* spare sequences past the slots hold the prefix cache (up to 16 prefixes) */
-    int n_park = sp.cache_ram_mib != 0 && sp.prefix_share ? (64 - sp.n_parallel < 16 ? 64 - sp.n_parallel : 16) : 0;
+    int n_park = sp.cache_ram_mib != 0 && sp.prefix_share != KILN_PREFIX_SHARE_OFF
+                     ? (64 - sp.n_parallel < 16 ? 64 - sp.n_parallel : 16)
+                     : 0;
     ma.cparams.n_seq_max = (uint32_t)(sp.n_parallel + n_park);
 
     /* SIGINT/SIGTERM are taken by sigwait below: blocked here, before any thread
@@ -108,6 +151,15 @@ int cmd_serve(int argc, char **argv) {
     signal(SIGINT, SIG_DFL); /* a shell's background job starts with SIGINT ignored */
     signal(SIGTERM, SIG_DFL);
     signal(SIGPIPE, SIG_IGN);
+    /* every connection is a descriptor: take what the hard limit allows (as servers do) */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+        if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+            rl.rlim_cur = want;
+            setrlimit(RLIMIT_NOFILE, &rl);
+        }
+    }
 
     char err[512];
     struct kiln_server *srv = kiln_server_start(&sp, err, sizeof err);
@@ -115,6 +167,8 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "kiln %s: %s\n", cmd, err);
         return EXIT_RUNTIME;
     }
+    for (int w = 0; kiln_server_warning(srv, w); w++)
+        fprintf(stderr, "kiln %s: warning: %s\n", cmd, kiln_server_warning(srv, w));
     int rc = EXIT_RUNTIME;
     if (!model_args_load(&ma, cmd, 0)) goto done;
     if ((uint32_t)sp.n_parallel > kiln_n_ctx(ma.ctx)) {
