@@ -476,6 +476,54 @@ const char *kiln_chat_template_name(enum kiln_chat_template t);
 int64_t kiln_chat_apply(enum kiln_chat_template t, const struct kiln_chat_msg *msgs, size_t n, bool add_assistant,
                         char *buf, size_t size);
 
+/* =========================================================================
+ * Jinja templates: a sandboxed interpreter for the chat templates models ship
+ * (tokenizer.chat_template), with the semantics of @huggingface/jinja (the
+ * engine transformers.js and llama.cpp's own follow): trim_blocks and
+ * lstrip_blocks on, `{{ none }}` prints nothing, booleans print true/false.
+ *
+ *   char err[256];
+ *   struct kiln_jinja *t = kiln_jinja_parse(src, strlen(src), err, sizeof err);
+ *   struct kiln_jinja_opts o = kiln_jinja_default_opts();
+ *   size_t n;
+ *   char *text = kiln_jinja_render(t, "{\"messages\": [...], \"add_generation_prompt\": true}",
+ *                                  len, &o, &n, err, sizeof err);
+ *   ... free(text); kiln_jinja_free(t);
+ *
+ * A template comes from an untrusted file, so nothing in it reaches files, the
+ * environment or the network, and every render is bounded in steps, memory,
+ * output and nesting; past a bound, or on any error (a syntax error, a
+ * template's raise_exception, an operation on the wrong types), the call
+ * returns NULL with a message that names the template line
+ * ("template line 12: ..."). A parsed template is immutable: any number of
+ * threads may render one at once.
+ * ========================================================================= */
+
+struct kiln_jinja;
+
+struct kiln_jinja_limits {
+    uint64_t max_steps; /* expressions and statements evaluated (20M) */
+    size_t max_memory;  /* bytes the render may allocate (256 MiB) */
+    size_t max_output;  /* bytes of output (32 MiB) */
+    int max_depth;      /* nested evaluation, macro calls included (1000) */
+};
+
+struct kiln_jinja_opts {
+    struct kiln_jinja_limits limits;
+    int64_t now; /* the time strftime_now prints (seconds since the epoch, local time zone); -1: the clock */
+};
+struct kiln_jinja_opts kiln_jinja_default_opts(void);
+
+/* Parse a template (len bytes, NUL not needed); NULL with a message naming the line. */
+struct kiln_jinja *kiln_jinja_parse(const char *src, size_t len, char *err, size_t errlen);
+void kiln_jinja_free(struct kiln_jinja *t);
+
+/* Render t with the variables of ctx_json, a JSON object (messages, tools,
+ * add_generation_prompt, bos_token, ...; NULL: none). Returns the output,
+ * malloc'd and NUL-terminated, its length in *len; NULL with a message. */
+char *kiln_jinja_render(const struct kiln_jinja *t, const char *ctx_json, size_t ctx_len,
+                        const struct kiln_jinja_opts *opts, size_t *len, char *err, size_t errlen);
+
 /* ================================================================== quantize
  *
  * Rewrite a GGUF model with its weights in another type, choosing each tensor's
