@@ -9,7 +9,8 @@
  * uses) when python3 has jinja2, and the template's own exceptions must be
  * kiln's too. Skips (77) without node, the npm package or the peer source.
  *   env: PEER_DIR (default /tmp/kiln-peer; templates in $PEER_DIR/src/models/templates),
- *        KILN_NPM_DIR (a folder with node_modules/@huggingface/jinja; default tests/npm)
+ *        KILN_NPM_DIR (a folder with node_modules/@huggingface/jinja; default tests/node, where
+ *        scripts/deps.sh test installs it)
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -64,7 +65,7 @@ int main(void) {
     if (getenv("KILN_NPM_DIR"))
         snprintf(npm, sizeof npm, "%s", getenv("KILN_NPM_DIR"));
     else
-        snprintf(npm, sizeof npm, "%s/tests/npm", src);
+        snprintf(npm, sizeof npm, "%s/tests/node", src);
     snprintf(pkg, sizeof pkg, "%s/node_modules/@huggingface/jinja/package.json", npm);
     snprintf(conv, sizeof conv, "%s/tests/data/jinja_conversations.json", src);
     snprintf(script, sizeof script, "%s/tests/jinja_ref.mjs", src);
