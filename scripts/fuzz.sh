@@ -1,17 +1,42 @@
 #!/usr/bin/env bash
-# Fuzz kiln's GGUF reader (and legacy GGML/GGMF/GGJT reader) with libFuzzer under ASan+UBSan (clang).
-#   scripts/fuzz.sh [SECONDS]    (default 1800; KILN_SHARED overrides ../shared)
-# Builds build-gguf-fuzz/fuzz_gguf, makes a seed corpus from ../shared (the first
+# Fuzz kiln with libFuzzer under ASan+UBSan (clang), one target per run:
+#   scripts/fuzz.sh [SECONDS] [gguf|jinja]    (default 1800 seconds, gguf; KILN_SHARED overrides ../shared)
+# gguf: kiln's GGUF reader (and legacy GGML/GGMF/GGJT reader). Builds
+# build-gguf-fuzz/fuzz_gguf, makes a seed corpus from ../shared (the first
 # 64 KiB of every model and vocabulary file, plus a miniature of each file: all
 # of its metadata with arrays cut to 8 elements and every tensor cut to one row
 # of one block, so that seeds reach tensor validation), then runs one fuzzing
 # process at nice 19. Crashing inputs land in fuzz-corpus/gguf-artifacts/; copy
 # them to tests/data/gguf-crashes/, where test_gguf_bad opens each one.
+# jinja: the chat-template interpreter (tests/fuzz/fuzz_jinja.c), seeded with
+# llama.cpp's templates ($PEER_DIR/src/models/templates, PEER_DIR defaults to
+# /tmp/kiln-peer) and kiln's crafted ones (tests/data/jinja), with a dictionary
+# of Jinja's tokens (tests/fuzz/jinja.dict). Crashes land in fuzz-corpus/jinja-artifacts/.
+# (test_jinja_fuzz runs the same entry point for a few seconds in the test suite.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-1800}
+target=${2:-gguf}
 shared=${KILN_SHARED:-../shared}
 build=build-gguf-fuzz
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+if [ "$target" = jinja ]; then
+  cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DKILN_FUZZ=ON -DKILN_SANITIZE=ON >/dev/null
+  cmake --build "$build" -j2 --target fuzz_jinja
+  seeds=fuzz-corpus/jinja-seeds corpus=fuzz-corpus/jinja arts=fuzz-corpus/jinja-artifacts
+  mkdir -p "$seeds" "$corpus" "$arts"
+  cp tests/data/jinja/*.jinja "$seeds/"
+  for f in "${PEER_DIR:-/tmp/kiln-peer}"/src/models/templates/*.jinja; do
+    [ -f "$f" ] && cp "$f" "$seeds/"
+  done
+  echo "seeds: $(ls "$seeds" | wc -l) templates in $seeds"
+  nice -n 19 "$build"/fuzz_jinja -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -timeout=60 \
+    -dict=tests/fuzz/jinja.dict -print_final_stats=1 -artifact_prefix="$arts/" "$corpus" "$seeds"
+  exit
+fi
+[ "$target" = gguf ] || { echo "fuzz.sh: unknown target '$target' (gguf or jinja)" >&2; exit 2; }
 
 cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DKILN_FUZZ=ON -DKILN_SANITIZE=ON >/dev/null
@@ -111,6 +136,5 @@ echo "seeds: $(ls "$seeds" | wc -l) files in $seeds"
 
 # -timeout is generous: on a loaded machine a nice 19 process can be starved for
 # seconds (a first run reported 10 s "timeouts" on inputs that parse in 1 us).
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 nice -n 19 "$build"/fuzz_gguf -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -timeout=120 \
   -print_final_stats=1 -artifact_prefix="$arts/" "$corpus" "$seeds"

@@ -268,8 +268,8 @@ static struct jv binary(struct jx *x, struct jenv *env, const struct jnode *n) {
         }
     } else if (jv_is_arr(l) && jv_is_arr(r) && op == OP_ADD) {
         struct jv c = jv_array(x, l.a->n + r.a->n);
-        memcpy(c.a->v, l.a->v, l.a->n * sizeof *l.a->v);
-        memcpy(c.a->v + l.a->n, r.a->v, r.a->n * sizeof *r.a->v);
+        if (l.a->n) memcpy(c.a->v, l.a->v, l.a->n * sizeof *l.a->v);
+        if (r.a->n) memcpy(c.a->v + l.a->n, r.a->v, r.a->n * sizeof *r.a->v);
         c.a->n = l.a->n + r.a->n;
         return c;
     }
@@ -583,16 +583,18 @@ static int exec_for(struct jx *x, struct jenv *env, const struct jnode *n) {
             if (jv_truthy(jx_eval(x, ls, n->c))) items[k++] = it.a->v[i];
         }
         count = k;
-    } else if (count) { /* a copy: the body may append to the list it walks */
-        items = jx_alloc(x, count * sizeof *items);
-        memcpy(items, it.a->v, count * sizeof *items);
     }
     struct jv loop = jv_object(x, JV_OBJECT);
     static const char *const keys[] = {"index", "index0", "revindex", "revindex0", "first",
                                        "last",  "length", "previtem", "nextitem"};
     for (size_t k = 0; k < 9; k++) jobj_set(x, loop.o, keys[k], strlen(keys[k]), jv_undef());
     bool none = true;
+    struct jarr *live = n->c ? NULL : it.a; /* the body may change the list it walks: read it as it is now */
     for (size_t i = 0; i < count; i++) {
+        if (live) {
+            if (i >= live->n) break;
+            items = live->v;
+        }
         struct jent *e = loop.o->e;
         e[0].v = jv_int((int64_t)i + 1);
         e[1].v = jv_int((int64_t)i);
@@ -602,7 +604,7 @@ static int exec_for(struct jx *x, struct jenv *env, const struct jnode *n) {
         e[5].v = jv_bool(i == count - 1);
         e[6].v = jv_int((int64_t)count);
         e[7].v = i > 0 ? items[i - 1] : jv_undef();
-        e[8].v = i + 1 < count ? items[i + 1] : jv_undef();
+        e[8].v = i + 1 < count && (!live || i + 1 < live->n) ? items[i + 1] : jv_undef();
         jx_setvar(x, scope, "loop", 4, loop);
         loop_vars(x, scope, n->a, items[i]);
         int flow = jx_exec_block(x, scope, n->body, n->nbody);

@@ -6,7 +6,7 @@
  * hostile template cannot exhaust the stack; a block left open is an error
  * naming the line where it opened.
  */
-#include <limits.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,6 +96,14 @@ static void block_until(struct ps *p, struct list *body, const char *const *name
         if (is(p, T_EOF)) {
             p->x->line = line;
             jx_fail(p->x, "{%% %s %%} is not closed (expected {%% %s %%})", opener, names[0]);
+        }
+        const struct jtok *kw = peek(p, 1);
+        if (is(p, T_OPEN_STMT) && kw->t == T_IDENT &&
+            ((kw->n > 3 && !memcmp(kw->p, "end", 3)) || (kw->n == 4 && !memcmp(kw->p, "else", 4)) ||
+             (kw->n == 4 && !memcmp(kw->p, "elif", 4)))) {
+            p->x->line = kw->line;
+            jx_fail(p->x, "{%% %.*s %%} where {%% %s %%} (opened at line %d) expected {%% %s %%}", (int)kw->n, kw->p,
+                    opener, line, names[0]);
         }
         add(p, body, any(p));
     }
@@ -462,8 +470,9 @@ static struct jnode *primary(struct ps *p) {
             n->f = strtod(buf, NULL);
         } else {
             char *end;
+            errno = 0;
             long long v = strtoll(buf, &end, 10);
-            if (v == LLONG_MAX || v == LLONG_MIN) {
+            if (errno == ERANGE) {
                 n = node(p, E_FLOAT, t->line);
                 n->f = strtod(buf, NULL);
             } else {
