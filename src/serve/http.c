@@ -31,7 +31,10 @@ struct kiln_server_params kiln_server_default_params(void) {
                                        .request_timeout_s = 0,
                                        .drain_s = 0,
                                        .prefix_share = true,
-                                       .cache_ram_mib = 8192};
+                                       .cache_ram_mib = 8192,
+                                       .jinja = true,
+                                       .reasoning = true,
+                                       .reasoning_budget = -1};
 }
 
 /* ------------------------------------------------------------------ replies */
@@ -302,6 +305,7 @@ bool kiln_server_attach(struct kiln_server *s, const struct kiln_model *model, s
     s->vocab = kiln_model_vocab(model);
     s->ctx = ctx;
     s->tmpl = kiln_model_chat_template(model, NULL);
+    if (!srv_chat_load(s, err, errlen)) return false;
     const char *base = strrchr(model_path, '/');
     snprintf(s->model_id, sizeof s->model_id, "%s", base ? base + 1 : model_path);
     s->model_path = strdup(model_path);
@@ -330,6 +334,7 @@ void kiln_server_stop(struct kiln_server *s) {
     for (int i = 0; i < 300 && atomic_load(&s->in_flight) > 0; i++) nanosleep(&(struct timespec){0, 10000000L}, NULL);
     MHD_stop_daemon(s->daemon);                    /* closes connections, joins their threads */
     srv_engine_free(s->engine);
+    srv_chat_free(s);
     srv_metrics_free(s->metrics);
     free(s->model_path);
     free(s);

@@ -1,8 +1,8 @@
 /*
  * params.c - request bodies into tasks: every field is type- and range-checked
  * and a bad one is named in the error (the client gets a 400), prompts become
- * token ids (text tokenized, ids checked against the vocabulary), chat
- * messages are rendered with the model's template.
+ * token ids (text tokenized, ids checked against the vocabulary). Chat
+ * messages are rendered in chat.c.
  */
 #include "serve_impl.h"
 
@@ -172,99 +172,6 @@ bool srv_parse_prompt(struct kiln_server *s, const cJSON *prompt, int i, struct 
     }
     t->index = i;
     return true;
-}
-
-/* ------------------------------------------------------------------ chat messages */
-
-static const char *const roles[] = {"system", "user", "assistant"};
-
-/* A message's content: a string, or an array of {"type": "text", "text": ...} parts joined. */
-static char *message_content(const cJSON *c, int i, char *err, size_t errlen) {
-    if (cJSON_IsString(c)) return strdup(c->valuestring);
-    if (!cJSON_IsArray(c)) {
-        snprintf(err, errlen, "'messages'[%d].content must be a string or an array of text parts", i);
-        return NULL;
-    }
-    size_t len = 0;
-    const cJSON *part;
-    int j = 0;
-    cJSON_ArrayForEach(part, c) {
-        char where[64];
-        snprintf(where, sizeof where, "'messages'[%d].content[%d]", i, j++);
-        if (cJSON_IsObject(part) && !srv_check_fields(part, SRV_BODY_CONTENT_PART, where, err, errlen)) return NULL;
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
-        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
-        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text)) {
-            snprintf(err, errlen, "'messages'[%d].content parts must be {\"type\": \"text\", \"text\": string}", i);
-            return NULL;
-        }
-        len += strlen(text->valuestring);
-    }
-    char *out = malloc(len + 1), *p = out;
-    if (!out) return NULL;
-    cJSON_ArrayForEach(part, c) {
-        const char *text = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
-        size_t l = strlen(text);
-        memcpy(p, text, l);
-        p += l;
-    }
-    *p = 0;
-    return out;
-}
-
-char *srv_render_messages(struct kiln_server *s, const cJSON *messages, bool add_assistant, char *err,
-                          size_t errlen) {
-    int n = cJSON_GetArraySize(messages);
-    if (!cJSON_IsArray(messages) || n == 0) {
-        snprintf(err, errlen, "'messages' must be a non-empty array of {\"role\", \"content\"}");
-        return NULL;
-    }
-    struct kiln_chat_msg *msgs = calloc((size_t)n, sizeof *msgs);
-    char **contents = calloc((size_t)n, sizeof *contents);
-    char *out = NULL;
-    if (!msgs || !contents) {
-        snprintf(err, errlen, "out of memory");
-        goto done;
-    }
-    int i = 0;
-    const cJSON *m;
-    cJSON_ArrayForEach(m, messages) {
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-        if (!cJSON_IsObject(m) || !cJSON_IsString(role)) {
-            snprintf(err, errlen, "'messages'[%d] must be an object with a string 'role'", i);
-            goto done;
-        }
-        char where[32];
-        snprintf(where, sizeof where, "'messages'[%d]", i);
-        if (!srv_check_fields(m, SRV_BODY_MESSAGE, where, err, errlen)) goto done;
-        size_t r = 0;
-        while (r < sizeof roles / sizeof roles[0] && strcmp(roles[r], role->valuestring)) r++;
-        if (r == sizeof roles / sizeof roles[0]) {
-            snprintf(err, errlen, "'messages'[%d].role '%.40s' is not one of system, user, assistant", i,
-                     role->valuestring);
-            goto done;
-        }
-        if (!(contents[i] = message_content(cJSON_GetObjectItemCaseSensitive(m, "content"), i, err, errlen)))
-            goto done;
-        msgs[i] = (struct kiln_chat_msg){roles[r], contents[i]};
-        i++;
-    }
-    int64_t need = kiln_chat_apply(s->tmpl, msgs, (size_t)n, add_assistant, NULL, 0);
-    size_t size = need < 0 ? (size_t)-need : (size_t)need + 1;
-    if (need == KILN_ERR_INVALID || !(out = malloc(size))) {
-        snprintf(err, errlen, "cannot render the messages with the chat template");
-        goto done;
-    }
-    if (kiln_chat_apply(s->tmpl, msgs, (size_t)n, add_assistant, out, size) < 0) {
-        snprintf(err, errlen, "cannot render the messages with the chat template");
-        free(out);
-        out = NULL;
-    }
-done:
-    for (int k = 0; contents && k < n; k++) free(contents[k]);
-    free(contents);
-    free(msgs);
-    return out;
 }
 
 /* ------------------------------------------------------------------ generation fields */

@@ -26,6 +26,13 @@ struct kiln_server_params {
     bool prefix_share;     /* a prompt may continue from cells another slot decoded (and parked ones) */
     int cache_ram_mib;     /* KV cells kept for prefixes after their slot moved on, MiB (-1: no limit, 0: none);
                             * they live on the context's sequences past n_parallel */
+    bool jinja;                /* render chats with the model's Jinja template (llama-server's --jinja); false:
+                                * kiln's native template families */
+    const char *chat_template; /* --chat-template: a native family's name or a Jinja template's text (NULL: the
+                                * model's own) */
+    bool reasoning;      /* --reasoning-format deepseek (the default): thinking goes to reasoning_content; false: none */
+    int reasoning_budget; /* --reasoning-budget: tokens of thinking before </think> is forced (-1: no limit,
+                           * 0: thinking off) */
 };
 struct kiln_server_params kiln_server_default_params(void);
 
