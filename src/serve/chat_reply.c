@@ -3,9 +3,9 @@
  * content, reasoning_content and tool_calls (id, function name, arguments as
  * JSON text) with finish_reason "tool_calls", and, while streaming, the
  * deltas of each part as the text grows (reasoning_content and content
- * pieces, a call's id and name once, then its arguments in pieces). The
- * parser (kiln_chat_parse) holds back what may still become markup, so that
- * what is sent is never taken back.
+ * pieces; a call's id, name and arguments once its arguments are whole JSON).
+ * The parser (kiln_chat_parse) holds back what may still become markup, so
+ * that what is sent is never taken back.
  */
 #include "serve_impl.h"
 
@@ -119,6 +119,14 @@ bool srv_chat_deltas(struct kiln_server *s, struct srv_task *t, struct srv_chat_
         size_t al = strlen(c->arguments);
         bool big = i >= 64; /* past the table: whole, once, at the end */
         if (!c->name || (big && !final) || (big && i < sent->n_calls)) continue;
+        /* a call goes out once its arguments are whole JSON: a call that breaks off into text
+         * becomes content, and what was sent cannot be taken back */
+        if (!final && i + 1 == r.n_calls && !sent->named[i]) {
+            cJSON *whole = cJSON_ParseWithLength(c->arguments, al);
+            bool done = cJSON_IsObject(whole);
+            cJSON_Delete(whole);
+            if (!done) continue;
+        }
         if (big || !sent->named[i]) { /* its id and name, and what arguments there are */
             cJSON *d = cJSON_CreateObject();
             if (first) cJSON_AddStringToObject(d, "role", "assistant");
