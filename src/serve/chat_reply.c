@@ -84,9 +84,12 @@ cJSON *srv_chat_message(struct kiln_server *s, struct srv_task *t, const char **
     return m;
 }
 
-/* one chat.completion.chunk with this delta */
-static cJSON *chunk(struct kiln_server *s, struct srv_task *t, cJSON *delta) {
-    cJSON *o = srv_format_chunk(s, t, t->len, t->len, t->n_toks, t->n_toks, false);
+/* one chat.completion.chunk with this delta; the first of a batch carries the logprobs of the
+ * tokens since the last one */
+static cJSON *chunk(struct kiln_server *s, struct srv_task *t, struct srv_chat_sent *sent, cJSON *delta) {
+    int32_t tok0 = sent->toks < t->n_toks ? sent->toks : t->n_toks;
+    cJSON *o = srv_format_chunk(s, t, t->len, t->len, tok0, t->n_toks, false);
+    sent->toks = t->n_toks;
     cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0);
     cJSON_ReplaceItemInObjectCaseSensitive(choice, "delta", delta);
     return o;
@@ -103,7 +106,7 @@ bool srv_chat_deltas(struct kiln_server *s, struct srv_task *t, struct srv_chat_
         if (first) cJSON_AddStringToObject(d, "role", "assistant");
         first = false;
         srv_add_text(d, "reasoning_content", r.reasoning + sent->reasoning, rl - sent->reasoning);
-        cJSON_AddItemToArray(events, chunk(s, t, d));
+        cJSON_AddItemToArray(events, chunk(s, t, sent, d));
         sent->reasoning = rl;
     }
     if (cl > sent->content) {
@@ -111,7 +114,7 @@ bool srv_chat_deltas(struct kiln_server *s, struct srv_task *t, struct srv_chat_
         if (first) cJSON_AddStringToObject(d, "role", "assistant");
         first = false;
         srv_add_text(d, "content", r.content + sent->content, cl - sent->content);
-        cJSON_AddItemToArray(events, chunk(s, t, d));
+        cJSON_AddItemToArray(events, chunk(s, t, sent, d));
         sent->content = cl;
     }
     for (size_t i = 0; i < r.n_calls; i++) {
@@ -134,7 +137,7 @@ bool srv_chat_deltas(struct kiln_server *s, struct srv_task *t, struct srv_chat_
             cJSON *tc = cJSON_AddArrayToObject(d, "tool_calls");
             cJSON *call = call_json(t, i, c, true);
             cJSON_AddItemToArray(tc, call);
-            cJSON_AddItemToArray(events, chunk(s, t, d));
+            cJSON_AddItemToArray(events, chunk(s, t, sent, d));
             if (!big) {
                 sent->named[i] = true;
                 sent->args[i] = al;
@@ -150,10 +153,12 @@ bool srv_chat_deltas(struct kiln_server *s, struct srv_task *t, struct srv_chat_
             cJSON *f = cJSON_AddObjectToObject(call, "function");
             srv_add_text(f, "arguments", c->arguments + sent->args[i], al - sent->args[i]);
             cJSON_AddItemToArray(tc, call);
-            cJSON_AddItemToArray(events, chunk(s, t, d));
+            cJSON_AddItemToArray(events, chunk(s, t, sent, d));
             sent->args[i] = al;
         }
     }
+    if (t->want_logprobs && sent->toks < t->n_toks && (final || t->safe == t->len)) /* tokens no part showed yet */
+        cJSON_AddItemToArray(events, chunk(s, t, sent, cJSON_CreateObject()));
     kiln_chat_reply_free(&r);
     return true;
 }

@@ -187,6 +187,7 @@ struct srv_chat_sent {
     size_t args[64]; /* bytes of each call's arguments sent (calls past 64 go out whole) */
     bool named[64];
     bool any_call;
+    int32_t toks; /* tokens whose logprobs were sent */
 };
 /* Under t->mu: the deltas for what the task's text adds since *sent (chat.completion.chunk objects
  * appended to events); final: the whole text, read as finished. */
