@@ -63,6 +63,18 @@ static void test_bounds(void) {
     fails_with("a\n{% set ns = namespace(n=0) %}\n{% for i in range(1000000) %}{% for j in range(100) %}"
                "{% set ns.n = ns.n + 1 %}{% endfor %}{% endfor %}",
                NULL, NULL, "template line 3", NULL);
+    /* loops over a list that exists, with nothing in their bodies: each iteration is a step */
+    fails_with("{% set l = range(100000) %}\n{% for i in l %}{% for j in l %}{% endfor %}{% endfor %}", NULL, NULL,
+               "template line 2", "steps");
+    fails_with("{% set l = range(100000) %}{% for i in l %}{% for j in l if j > 5 %}{% endfor %}{% endfor %}", NULL,
+               NULL, "template line 1", NULL);
+    fails_with("{% set l = range(100000) %}{% for i in l %}{% if i in l %}{% endif %}{% endfor %}", NULL, NULL, "steps",
+               NULL);
+    fails_with("{% set l = range(100000) %}{% for i in l %}{% set n = l | length %}{% endfor %}", NULL, NULL, "steps",
+               NULL);
+    fails_with("{% set ns = namespace(t='x') %}{% for i in range(22) %}{% set ns.t = ns.t ~ ns.t %}"
+               "{% endfor %}{% for i in range(100000) %}{% if 'zz' in ns.t %}{% endif %}{% endfor %}",
+               NULL, NULL, "steps", NULL);
     /* recursion without end: the depth limit */
     fails_with("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}\n{{ f(0) }}", NULL, NULL, "template line", "deep");
     fails_with("{% macro a() %}{{ b() }}{% endmacro %}{% macro b() %}{{ a() }}{% endmacro %}{{ a() }}", NULL, NULL,

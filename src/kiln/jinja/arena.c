@@ -29,6 +29,7 @@ _Noreturn void jx_fail(struct jx *x, const char *fmt, ...) {
 #define CHUNK_MIN (64u << 10)
 
 void *jx_alloc(struct jx *x, size_t n) {
+    if (n >= 1024 && x->lim.max_steps) jx_steps(x, n / 64); /* making something big is work too */
     n = (n + 15) & ~(size_t)15;
     struct ja_chunk *c = x->arena.head;
     if (!c || c->size - c->used < n) {
@@ -79,6 +80,11 @@ void jx_arena_free(struct jarena *a) {
     }
     a->head = NULL;
     a->total = 0;
+}
+
+void jx_steps(struct jx *x, uint64_t n) {
+    x->steps += n;
+    jx_step(x);
 }
 
 void jx_step(struct jx *x) {

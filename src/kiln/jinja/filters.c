@@ -669,6 +669,8 @@ struct jv jx_filter(struct jx *x, struct jenv *env, struct jv v, const struct jn
     struct jargs a = {NULL, 0, NULL};
     if (fn->nbody) jx_eval_args(x, env, fn->body, fn->nbody, &a);
     x->line = fn->line;
+    /* a filter walks its operand: that is work (a loop that filters a long list again and again ends) */
+    jx_steps(x, jv_is_arr(v) ? v.a->n : v.k == JV_STR ? v.s.n / 16 : jv_is_attrs(v) ? v.o->n : 0);
     struct fctx f = {x, env, "", fn->op != 0};
     return apply_named(&f, fn->s.p, fn->s.n, v, &a);
 }

@@ -221,16 +221,17 @@ static struct jv power(struct jx *x, struct jv l, struct jv r) {
 static bool contains(struct jx *x, struct jv l, struct jv r, bool *ok) {
     *ok = true;
     if (jv_is_arr(r)) {
+        jx_steps(x, r.a->n);
         for (size_t i = 0; i < r.a->n; i++)
             if (jv_strict_eq(r.a->v[i], l)) return true;
         return false;
     }
     if (l.k == JV_STR && r.k == JV_STR) {
         size_t at;
+        jx_steps(x, r.s.n / 16);
         return ju_find(r.s.p, r.s.n, l.s.p, l.s.n, 0, &at);
     }
     if (l.k == JV_STR && jv_is_obj(r)) return jobj_get(r.o, l.s.p, l.s.n) != NULL;
-    (void)x;
     *ok = false;
     return false;
 }
@@ -422,7 +423,11 @@ static struct jv run_body(struct jx *x, const struct jnode *m, struct jenv *scop
 struct jv jx_call(struct jx *x, struct jenv *env, struct jv fn, const struct jargs *a) {
     if (fn.k != JV_FUNC) jx_fail(x, "cannot call a %s: it is not a function or macro", jv_kind_name(fn));
     struct jfunc *f = fn.fn;
-    if (f->kind == JF_BUILTIN) return f->fn(x, f->self, a);
+    if (f->kind == JF_BUILTIN) { /* a method walks what it belongs to */
+        struct jv self = f->self;
+        jx_steps(x, jv_is_arr(self) ? self.a->n : self.k == JV_STR ? self.s.n / 16 : jv_is_attrs(self) ? self.o->n : 0);
+        return f->fn(x, self, a);
+    }
     int line = x->line;
     struct jenv *scope = jx_env_new(x, f->kind == JF_CALLER ? f->env : env);
     char what[80];
@@ -578,6 +583,7 @@ static int exec_for(struct jx *x, struct jenv *env, const struct jnode *n) {
         items = jx_alloc(x, (count ? count : 1) * sizeof *items);
         size_t k = 0;
         for (size_t i = 0; i < it.a->n; i++) {
+            jx_step(x);
             struct jenv *ls = jx_env_new(x, scope);
             loop_vars(x, ls, n->a, it.a->v[i]);
             if (jv_truthy(jx_eval(x, ls, n->c))) items[k++] = it.a->v[i];
@@ -591,6 +597,7 @@ static int exec_for(struct jx *x, struct jenv *env, const struct jnode *n) {
     bool none = true;
     struct jarr *live = n->c ? NULL : it.a; /* the body may change the list it walks: read it as it is now */
     for (size_t i = 0; i < count; i++) {
+        jx_step(x); /* an empty body still costs its iterations */
         if (live) {
             if (i >= live->n) break;
             items = live->v;

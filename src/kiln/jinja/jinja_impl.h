@@ -251,7 +251,8 @@ void *jx_alloc(struct jx *x, size_t n);   /* zeroed, 16-aligned; fails past lim.
 char *jx_strdup(struct jx *x, const char *s, size_t n); /* NUL-terminated copy */
 void *jx_grow(struct jx *x, void *p, size_t *cap, size_t need, size_t elem); /* array growth */
 void jx_arena_free(struct jarena *a);
-void jx_step(struct jx *x); /* one unit of work: fails past lim.max_steps */
+void jx_step(struct jx *x);               /* one unit of work: fails past lim.max_steps */
+void jx_steps(struct jx *x, uint64_t n);  /* n units: work that walks a list or a string */
 void jbuf_put(struct jx *x, struct jbuf *b, const char *s, size_t n);
 void jx_emit(struct jx *x, const char *s, size_t n); /* to x->out, bounded */
 

@@ -38,7 +38,7 @@ struct kiln_jinja *kiln_jinja_parse(const char *src, size_t len, char *err, size
     x->err = err;
     x->errlen = errlen;
     x->lim = kiln_jinja_default_opts().limits;
-    x->lim.max_memory = 64u << 20;
+    x->lim.max_memory = 256u << 20;
     if (setjmp(x->jb)) {
         jx_arena_free(&x->arena);
         free(x);
