@@ -502,7 +502,8 @@ int64_t kiln_chat_apply(enum kiln_chat_template t, const struct kiln_chat_msg *m
 struct kiln_jinja;
 
 struct kiln_jinja_limits {
-    uint64_t max_steps; /* expressions and statements evaluated (20M) */
+    uint64_t max_steps; /* expressions, statements and loop iterations evaluated (100M: Gemma 4's template,
+                         * quadratic in the messages, renders 6000 in ~60M) */
     size_t max_memory;  /* bytes the render may allocate (256 MiB) */
     size_t max_output;  /* bytes of output (32 MiB) */
     int max_depth;      /* nested evaluation, macro calls included (1000) */

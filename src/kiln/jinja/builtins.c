@@ -170,6 +170,7 @@ static int64_t maxsplit_arg(struct jx *x, const struct jargs *a, const char *fn)
 
 static struct jv split_(struct jx *x, struct jv s, const struct jargs *a, bool right) {
     const char *fn = right ? "rsplit" : "split";
+    jx_steps(x, s.s.n / 16);
     jx_no_more_args(x, fn, a, 2, NAMES("sep", "maxsplit"));
     struct jv sep = jx_arg(a, 0, "sep");
     int64_t max = maxsplit_arg(x, a, fn);
@@ -245,6 +246,7 @@ static struct jv m_rsplit(struct jx *x, struct jv s, const struct jargs *a) {
 
 struct jv jx_str_replace(struct jx *x, struct jv s, struct jv old, struct jv new_, int64_t count) {
     if (count == 0) return s;
+    jx_steps(x, s.s.n / 16);
     struct jbuf b = {0};
     size_t i = 0, at;
     int64_t done = 0;
@@ -287,6 +289,7 @@ static struct jv m_replace(struct jx *x, struct jv s, const struct jargs *a) {
 static struct jv m_find(struct jx *x, struct jv s, const struct jargs *a) {
     jx_no_more_args(x, "find", a, 1, NULL);
     struct jv n = need_str(x, jx_arg(a, 0, NULL), "find", "the text");
+    jx_steps(x, s.s.n / 16);
     size_t at;
     if (!ju_find(s.s.p, s.s.n, n.s.p, n.s.n, 0, &at)) return jv_int(-1);
     return jv_int((int64_t)ju_count(s.s.p, at));
@@ -294,6 +297,7 @@ static struct jv m_find(struct jx *x, struct jv s, const struct jargs *a) {
 
 static struct jv m_count(struct jx *x, struct jv s, const struct jargs *a) {
     jx_no_more_args(x, "count", a, 1, NULL);
+    jx_steps(x, jv_is_arr(s) ? s.a->n : s.s.n / 16);
     if (jv_is_arr(s)) {
         int64_t c = 0;
         for (size_t i = 0; i < s.a->n; i++) c += jv_strict_eq(s.a->v[i], jx_arg(a, 0, NULL));
@@ -452,6 +456,7 @@ static struct jv m_pop(struct jx *x, struct jv l, const struct jargs *a) {
 
 static struct jv m_index(struct jx *x, struct jv l, const struct jargs *a) {
     jx_no_more_args(x, "index", a, 1, NULL);
+    jx_steps(x, l.a->n);
     for (size_t i = 0; i < l.a->n; i++)
         if (jv_strict_eq(l.a->v[i], jx_arg(a, 0, NULL))) return jv_int((int64_t)i);
     jx_fail(x, "index: the value is not in the list");

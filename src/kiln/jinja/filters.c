@@ -164,6 +164,7 @@ static struct jv f_join(struct fctx *f, struct jv v, const struct jargs *a) {
     if (sep.k == JV_UNDEF) sep = jv_strz("");
     if (sep.k != JV_STR) jx_fail(f->x, "join: the separator must be a string");
     struct jv l = as_list(f, v);
+    jx_steps(f->x, l.a->n);
     struct jbuf b = {0};
     for (size_t i = 0; i < l.a->n; i++) {
         if (i) jbuf_put(f->x, &b, sep.s.p, sep.s.n);
@@ -264,6 +265,7 @@ static struct jv minmax(struct fctx *f, struct jv v, const struct jargs *a, int 
     bool cs = flag(f, jx_arg(a, 0, "case_sensitive"), "case_sensitive");
     struct jv attr = jx_arg(a, 1, "attribute");
     struct jv l = as_list(f, v), best = jv_undef(), bk = jv_undef();
+    jx_steps(f->x, l.a->n);
     for (size_t i = 0; i < l.a->n; i++) {
         struct jv k = absent(attr) ? l.a->v[i] : jx_attr_path(f->x, l.a->v[i], attr);
         if (i == 0 || jv_compare(f->x, k, bk, cs) * sign > 0) best = l.a->v[i], bk = k;
@@ -282,6 +284,7 @@ static struct jv f_sum(struct fctx *f, struct jv v, const struct jargs *a) {
     struct jv attr = jx_arg(a, 0, "attribute"), acc = jx_arg(a, 1, "start");
     if (acc.k == JV_UNDEF) acc = jv_int(0);
     struct jv l = as_list(f, v);
+    jx_steps(f->x, l.a->n);
     for (size_t i = 0; i < l.a->n; i++) {
         struct jv k = absent(attr) ? l.a->v[i] : jx_attr_path(f->x, l.a->v[i], attr);
         if (!(jv_is_num(k) || k.k == JV_BOOL) || !jv_is_num(acc)) jx_fail(f->x, "sum: items must be numbers");
@@ -309,6 +312,7 @@ static bool passes(struct fctx *f, struct jv item, const struct jargs *a, size_t
 static struct jv select_(struct fctx *f, struct jv v, const struct jargs *a, bool attr, bool keep) {
     if (a->kw && a->kw->n) jx_fail(f->x, "%s takes no keyword arguments", f->name);
     if (!jv_is_arr(v)) wrong_type(f, v);
+    jx_steps(f->x, v.a->n);
     struct jv r = jv_array(f->x, 0);
     for (size_t i = 0; i < v.a->n; i++) {
         struct jv item = v.a->v[i];
@@ -343,6 +347,7 @@ static struct jv apply_named(struct fctx *f, const char *name, size_t n, struct 
 
 static struct jv f_map(struct fctx *f, struct jv v, const struct jargs *a) {
     struct jv l = as_list(f, v);
+    jx_steps(f->x, l.a->n);
     struct jv r = jv_array(f->x, l.a->n);
     struct jv attr = a->kw ? jx_arg(&(struct jargs){NULL, 0, a->kw}, 0, "attribute") : jv_undef();
     if (attr.k != JV_UNDEF) {
@@ -669,8 +674,7 @@ struct jv jx_filter(struct jx *x, struct jenv *env, struct jv v, const struct jn
     struct jargs a = {NULL, 0, NULL};
     if (fn->nbody) jx_eval_args(x, env, fn->body, fn->nbody, &a);
     x->line = fn->line;
-    /* a filter walks its operand: that is work (a loop that filters a long list again and again ends) */
-    jx_steps(x, jv_is_arr(v) ? v.a->n : v.k == JV_STR ? v.s.n / 16 : jv_is_attrs(v) ? v.o->n : 0);
+
     struct fctx f = {x, env, "", fn->op != 0};
     return apply_named(&f, fn->s.p, fn->s.n, v, &a);
 }

@@ -423,11 +423,7 @@ static struct jv run_body(struct jx *x, const struct jnode *m, struct jenv *scop
 struct jv jx_call(struct jx *x, struct jenv *env, struct jv fn, const struct jargs *a) {
     if (fn.k != JV_FUNC) jx_fail(x, "cannot call a %s: it is not a function or macro", jv_kind_name(fn));
     struct jfunc *f = fn.fn;
-    if (f->kind == JF_BUILTIN) { /* a method walks what it belongs to */
-        struct jv self = f->self;
-        jx_steps(x, jv_is_arr(self) ? self.a->n : self.k == JV_STR ? self.s.n / 16 : jv_is_attrs(self) ? self.o->n : 0);
-        return f->fn(x, self, a);
-    }
+    if (f->kind == JF_BUILTIN) return f->fn(x, f->self, a);
     int line = x->line;
     struct jenv *scope = jx_env_new(x, f->kind == JF_CALLER ? f->env : env);
     char what[80];

@@ -20,7 +20,7 @@ struct kiln_jinja {
 
 struct kiln_jinja_opts kiln_jinja_default_opts(void) {
     return (struct kiln_jinja_opts){
-        .limits = {.max_steps = 20000000, .max_memory = 256u << 20, .max_output = 32u << 20, .max_depth = 1000},
+        .limits = {.max_steps = 100000000, .max_memory = 256u << 20, .max_output = 32u << 20, .max_depth = 1000},
         .now = -1,
     };
 }
