@@ -174,6 +174,8 @@ int main(void) {
            "{\"role\": \"assistant\", \"content\": \"<tool_call>\\n{\\\"name\\\": \\\"f\\\", \\\"arguments\\\": "
            "{oops}}\\n</tool_call>\"}",
            "stop");
+    expect("an empty reply", "", KILN_TOOLS_HERMES, true, "<think>\n", "{\"role\": \"assistant\", \"content\": \"\"}",
+           "stop");
     /* parallel_tool_calls false: the first call only */
     t = task("<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call><tool_call>{\"name\": \"b\", \"arguments\": {}}"
              "</tool_call>", KILN_TOOLS_HERMES, true, NULL);

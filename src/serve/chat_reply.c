@@ -157,6 +157,12 @@ bool srv_chat_deltas(struct kiln_server *s, struct srv_task *t, struct srv_chat_
             sent->args[i] = al;
         }
     }
+    if (final && first) { /* nothing to show at all: the role and an empty content, as a plain stream has them */
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "role", "assistant");
+        cJSON_AddStringToObject(d, "content", "");
+        cJSON_AddItemToArray(events, chunk(s, t, sent, d));
+    }
     if (t->want_logprobs && sent->toks < t->n_toks && (final || t->safe == t->len)) /* tokens no part showed yet */
         cJSON_AddItemToArray(events, chunk(s, t, sent, cJSON_CreateObject()));
     kiln_chat_reply_free(&r);
