@@ -643,6 +643,121 @@ int64_t kiln_chat_apply(enum kiln_chat_template t, const struct kiln_chat_msg *m
 int64_t kiln_chat_tool_calls(enum kiln_chat_template t, const struct kiln_chat_tool_call *calls, size_t n,
                              char *buf, size_t size);
 
+/* =========================================================================
+ * Jinja templates: a sandboxed interpreter for the chat templates models ship
+ * (tokenizer.chat_template), with the semantics of @huggingface/jinja (the
+ * engine transformers.js and llama.cpp's own follow): trim_blocks and
+ * lstrip_blocks on, `{{ none }}` prints nothing, booleans print true/false.
+ *
+ *   char err[256];
+ *   struct kiln_jinja *t = kiln_jinja_parse(src, strlen(src), err, sizeof err);
+ *   struct kiln_jinja_opts o = kiln_jinja_default_opts();
+ *   size_t n;
+ *   char *text = kiln_jinja_render(t, "{\"messages\": [...], \"add_generation_prompt\": true}",
+ *                                  len, &o, &n, err, sizeof err);
+ *   ... free(text); kiln_jinja_free(t);
+ *
+ * A template comes from an untrusted file, so nothing in it reaches files, the
+ * environment or the network, and every render is bounded in steps, memory,
+ * output and nesting; past a bound, or on any error (a syntax error, a
+ * template's raise_exception, an operation on the wrong types), the call
+ * returns NULL with a message that names the template line
+ * ("template line 12: ..."). A parsed template is immutable: any number of
+ * threads may render one at once.
+ * ========================================================================= */
+
+struct kiln_jinja;
+
+struct kiln_jinja_limits {
+    uint64_t max_steps; /* expressions, statements and loop iterations evaluated (100M: Gemma 4's template,
+                         * quadratic in the messages, renders 6000 in ~60M) */
+    size_t max_memory;  /* bytes the render may allocate (256 MiB) */
+    size_t max_output;  /* bytes of output (32 MiB) */
+    int max_depth;      /* nested evaluation, macro calls included (1000) */
+};
+
+struct kiln_jinja_opts {
+    struct kiln_jinja_limits limits;
+    int64_t now; /* the time strftime_now prints (seconds since the epoch, local time zone); -1: the clock */
+};
+struct kiln_jinja_opts kiln_jinja_default_opts(void);
+
+/* Parse a template (len bytes, NUL not needed); NULL with a message naming the line. */
+struct kiln_jinja *kiln_jinja_parse(const char *src, size_t len, char *err, size_t errlen);
+void kiln_jinja_free(struct kiln_jinja *t);
+
+/* Render t with the variables of ctx_json, a JSON object (messages, tools,
+ * add_generation_prompt, bos_token, ...; NULL: none). Returns the output,
+ * malloc'd and NUL-terminated, its length in *len; NULL with a message. */
+char *kiln_jinja_render(const struct kiln_jinja *t, const char *ctx_json, size_t ctx_len,
+                        const struct kiln_jinja_opts *opts, size_t *len, char *err, size_t errlen);
+
+/* =========================================================================
+ * chat replies: a model's raw output into content, reasoning and tool calls
+ *
+ * Chat models write tool calls and their thinking in their own markup. The
+ * format comes from the model's chat template (kiln_tool_format_detect); the
+ * parser turns the generated text into what OpenAI's API returns:
+ *
+ *   struct kiln_chat_parse_opts o = {.format = kiln_tool_format_detect(template_src),
+ *                                    .parse_tools = true, .reasoning = true};
+ *   struct kiln_chat_reply r;
+ *   if (kiln_chat_parse(text, len, &o, &r) == 0) {
+ *       ... r.content, r.reasoning, r.calls[i].name / .arguments (a JSON object as text) ...
+ *       kiln_chat_reply_free(&r);
+ *   }
+ *
+ * Text that looks like a call but does not parse stays content. With partial,
+ * the text is a generation still running: what could still turn into markup
+ * (half a "<tool_call>") is held back, and the last call may be incomplete
+ * (its name NULL until known, its arguments a prefix of the final ones), so
+ * that successive parses only ever grow: a stream sends their differences.
+ * ========================================================================= */
+
+enum kiln_tool_format {
+    KILN_TOOLS_CONTENT = 0,  /* no tool-call markup known: plain content */
+    KILN_TOOLS_GENERIC,      /* {"tool_call": {"name", "arguments"}} / {"tool_calls": [...]} / {"response": ...} */
+    KILN_TOOLS_HERMES,       /* <tool_call>{"name", "arguments"}</tool_call> (Hermes 2/3, Qwen 2.5, Qwen 3, QwQ) */
+    KILN_TOOLS_QWEN3_CODER,  /* <tool_call><function=NAME><parameter=P>V</parameter></function></tool_call> */
+    KILN_TOOLS_LLAMA3,       /* {"name", "parameters"}, <|python_tag|> and builtin tools (Llama 3.1-3.3) */
+    KILN_TOOLS_MISTRAL,      /* [TOOL_CALLS][{...}] or [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{...} */
+    KILN_TOOLS_GPT_OSS,      /* harmony channels: analysis, final, commentary to=functions.NAME */
+    KILN_TOOLS_DEEPSEEK_R1,  /* <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME ```json {...}``` */
+    KILN_TOOLS_DEEPSEEK_V3,  /* <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...} (DeepSeek V3.1) */
+    KILN_TOOLS_COUNT
+};
+
+/* The format a chat template's own tool-call markup implies (CONTENT for NULL or none found). */
+enum kiln_tool_format kiln_tool_format_detect(const char *template_src);
+const char *kiln_tool_format_name(enum kiln_tool_format f);
+
+struct kiln_tool_call {
+    char *name;      /* NULL: not known yet (partial) */
+    char *arguments; /* a JSON object as text (whitespace between tokens removed); partial: a prefix */
+    char *id;        /* the model's own id where its format has one (Mistral), else NULL */
+};
+
+struct kiln_chat_reply {
+    char *content;   /* never NULL */
+    char *reasoning; /* never NULL ("" when there is none) */
+    struct kiln_tool_call *calls;
+    size_t n_calls;
+};
+
+struct kiln_chat_parse_opts {
+    enum kiln_tool_format format;
+    bool parse_tools;         /* tools were offered (and tool_choice is not "none") */
+    bool reasoning;           /* thinking goes to reasoning (llama-server's --reasoning-format deepseek) */
+    const char *think_prefix; /* the prompt ended inside a thinking block opened by these bytes ("<think>\n"):
+                               * the output starts as reasoning; NULL: it does not */
+    bool partial;             /* a generation still running */
+    const char *tools_json;   /* the offered tools (a JSON array): typed values of XML-style parameters; may be NULL */
+};
+
+/* 0 with *out filled (free it with kiln_chat_reply_free), or -1 when memory runs out. */
+int kiln_chat_parse(const char *text, size_t len, const struct kiln_chat_parse_opts *o, struct kiln_chat_reply *out);
+void kiln_chat_reply_free(struct kiln_chat_reply *r);
+
 #ifdef __cplusplus
 }
 #endif

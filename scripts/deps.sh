@@ -14,8 +14,9 @@ set -euo pipefail
 build_pkgs=(cmake gcc make pkg-config libpcre2-dev libmicrohttpd-dev libcjson-dev)
 # clang: the fuzz harness build; python3: the shell tests read JSON with it;
 # nodejs/npm: llama.cpp's peer libraries (../shared/peer) and the OpenAI client tests;
-# nginx: the load-balancer test; curl: the server tests.
-test_pkgs=(clang python3 nodejs npm nginx curl git)
+# nginx: the load-balancer test; curl: the server tests; python3-jinja2: the second chat-template
+# oracle (test_jinja_conformance, for what @huggingface/jinja cannot render).
+test_pkgs=(clang python3 python3-jinja2 nodejs npm nginx curl git)
 
 list=0
 what=build

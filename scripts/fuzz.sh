@@ -1,42 +1,78 @@
 #!/usr/bin/env bash
-# Fuzz kiln with libFuzzer under ASan+UBSan (clang):
-#   scripts/fuzz.sh [gguf] [SECONDS]   the GGUF reader (and legacy GGML/GGMF/GGJT reader); default 1800 s
-#   scripts/fuzz.sh serve [SECONDS]    the server's request parsing and validation (tests/fuzz/fuzz_serve.c);
-#                                      default 600 s, seeds from the hostile suite's cases (tests/data/serve-corpus)
-# (KILN_SHARED overrides ../shared.)
-# gguf: builds build-gguf-fuzz/fuzz_gguf, makes a seed corpus from ../shared (the first
+# Fuzz kiln with libFuzzer under ASan+UBSan (clang), one target per run:
+#   scripts/fuzz.sh [TARGET] [SECONDS]     (either order; KILN_SHARED overrides ../shared)
+# gguf (default, 1800 s): the GGUF reader (and legacy GGML/GGMF/GGJT reader). Builds
+# build-gguf-fuzz/fuzz_gguf, makes a seed corpus from ../shared (the first
 # 64 KiB of every model and vocabulary file, plus a miniature of each file: all
 # of its metadata with arrays cut to 8 elements and every tensor cut to one row
 # of one block, so that seeds reach tensor validation), then runs one fuzzing
 # process at nice 19. Crashing inputs land in fuzz-corpus/gguf-artifacts/; copy
 # them to tests/data/gguf-crashes/, where test_gguf_bad opens each one.
-# serve: crashing inputs land in fuzz-corpus/serve-artifacts/; copy them to
-# tests/data/serve-corpus/, which test_fuzz_serve replays in every test run.
+# serve (600 s): the server's request parsing and validation (tests/fuzz/fuzz_serve.c),
+# seeded from the hostile suite's cases; crashes land in fuzz-corpus/serve-artifacts/:
+# copy them to tests/data/serve-corpus/, which test_fuzz_serve replays in every test run.
+# jinja (1800 s): the chat-template interpreter (tests/fuzz/fuzz_jinja.c), seeded with
+# llama.cpp's templates ($PEER_DIR/src/models/templates, PEER_DIR defaults to
+# /tmp/kiln-peer) and kiln's crafted ones (tests/data/jinja), with a dictionary of
+# Jinja's tokens (tests/fuzz/jinja.dict). Crashes land in fuzz-corpus/jinja-artifacts/.
+# grammar (1800 s): the GBNF parser, the JSON Schema converter and the mask engine
+# (tests/fuzz/fuzz_grammar.c), from the seeds in tests/data/grammar-fuzz/ with
+# tests/fuzz/grammar.dict. Crashes land in fuzz-corpus/grammar-artifacts/; copy
+# them to tests/data/grammar-fuzz/, where test_grammar_fuzz runs each one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target=gguf
-case "${1:-}" in gguf | serve) target=$1; shift ;; esac
+target=gguf secs=
+for a in "$@"; do
+  case "$a" in
+    gguf | serve | jinja | grammar) target=$a ;;
+    *[!0-9]* | '') echo "fuzz.sh: unknown argument '$a' (a target: gguf, serve, jinja, grammar; or SECONDS)" >&2; exit 2 ;;
+    *) secs=$a ;;
+  esac
+done
+[ -n "$secs" ] || { [ "$target" = serve ] && secs=600 || secs=1800; }
 shared=${KILN_SHARED:-../shared}
 build=build-gguf-fuzz
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-if [ "$target" = serve ]; then
-  secs=${1:-600}
+fuzz_build() {
   cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DKILN_FUZZ=ON -DKILN_SANITIZE=ON >/dev/null
-  cmake --build "$build" -j2 --target fuzz_serve
+  cmake --build "$build" -j2 --target "$1"
+}
+
+case "$target" in
+serve)
+  fuzz_build fuzz_serve
   corpus=fuzz-corpus/serve arts=fuzz-corpus/serve-artifacts
   mkdir -p "$corpus" "$arts"
   python3 tests/fuzz/serve_seeds.py fuzz-corpus/serve-seeds >/dev/null
-  KILN_SRC=$PWD nice -n 19 "$build"/fuzz_serve -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 \
+  KILN_SRC=$PWD exec nice -n 19 "$build"/fuzz_serve -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 \
     -timeout=120 -print_final_stats=1 -artifact_prefix="$arts/" "$corpus" fuzz-corpus/serve-seeds tests/data/serve-corpus
-  exit
-fi
-secs=${1:-1800}
+  ;;
+jinja)
+  fuzz_build fuzz_jinja
+  seeds=fuzz-corpus/jinja-seeds corpus=fuzz-corpus/jinja arts=fuzz-corpus/jinja-artifacts
+  mkdir -p "$seeds" "$corpus" "$arts"
+  cp tests/data/jinja/*.jinja "$seeds/"
+  for f in "${PEER_DIR:-/tmp/kiln-peer}"/src/models/templates/*.jinja; do
+    [ -f "$f" ] && cp "$f" "$seeds/"
+  done
+  echo "seeds: $(ls "$seeds" | wc -l) templates in $seeds"
+  exec nice -n 19 "$build"/fuzz_jinja -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -timeout=60 \
+    -dict=tests/fuzz/jinja.dict -print_final_stats=1 -artifact_prefix="$arts/" "$corpus" "$seeds"
+  ;;
+grammar)
+  fuzz_build fuzz_grammar
+  corpus=fuzz-corpus/grammar arts=fuzz-corpus/grammar-artifacts
+  mkdir -p "$corpus" "$arts"
+  # -timeout: a grammar near the size limits takes a second to be refused; a loaded
+  # machine starves a nice 19 process for more
+  exec nice -n 19 "$build"/fuzz_grammar -max_total_time="$secs" -max_len=4096 -rss_limit_mb=2048 -timeout=60 \
+    -dict=tests/fuzz/grammar.dict -print_final_stats=1 -artifact_prefix="$arts/" "$corpus" tests/data/grammar-fuzz
+  ;;
+esac
 
-cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DKILN_FUZZ=ON -DKILN_SANITIZE=ON >/dev/null
-cmake --build "$build" -j2 --target fuzz_gguf
+fuzz_build fuzz_gguf
 
 seeds=fuzz-corpus/gguf-seeds corpus=fuzz-corpus/gguf arts=fuzz-corpus/gguf-artifacts
 mkdir -p "$seeds" "$corpus" "$arts"

@@ -7,6 +7,7 @@
  */
 #include "gguf.h"
 #include "kiln.h"
+#include "kiln-offline.h"
 #include "testutil.h"
 
 #include <unistd.h>

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # test_serve_openai.sh - the official `openai` npm package (scripts/deps.sh test
 # installs it into tests/node) against `kiln serve`: completion and chat,
-# streamed and not (tests/serve_openai.mjs). SKIPs when node or the package is
-# missing.
+# streamed and not (tests/serve_openai.mjs), and tool calls with tool_choice
+# "required" through a Jinja chat template (tests/serve_openai_tools.mjs; noted, not
+# failed, while kiln has no grammar engine to hold the output to the tools' schemas).
+# SKIPs when node or the package is missing.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" serve-openai
 src=${KILN_SRC:-$(dirname "${BASH_SOURCE[0]}")/..}
 command -v node >/dev/null && command -v npm >/dev/null ||
@@ -32,6 +34,31 @@ port=$(sed -n 's/.*listening on http:\/\/[^ ]*:\([0-9]*\)$/\1/p' "$tmp/log")
 if check "server starts" grep -q "model loaded" "$tmp/log"; then
   check "openai client: completion and chat, streamed and not" \
     timeout $limit node "$npmdir/serve_openai.mjs" "http://127.0.0.1:$port/v1" "$(basename "$model")"
+fi
+kill -TERM $pid
+wait $pid
+check "SIGTERM: exit 0" test $? -eq 0
+
+# tool calls with tool_choice "required" (two tools, streamed and not), through a Jinja chat template
+cp "$src/tests/serve_openai_tools.mjs" "$npmdir/"
+"$kiln" serve -m "$model" --port 0 -c 2048 --api-key secret --chat-template-file "$src/tests/data/jinja/chatml-tools.jinja" \
+  2>"$tmp/log2" &
+pid=$! port=
+for _ in $(seq 300); do
+  port=$(sed -n 's/.*listening on http:\/\/[^ ]*:\([0-9]*\)$/\1/p' "$tmp/log2")
+  grep -q "model loaded" "$tmp/log2" && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.1
+done
+if check "server with a chat template starts" grep -q "model loaded" "$tmp/log2"; then
+  timeout $limit node "$npmdir/serve_openai_tools.mjs" "http://127.0.0.1:$port/v1" "$(basename "$model")" >"$tmp/tools.out" 2>&1
+  rc=$?
+  cat "$tmp/tools.out"
+  if [ $rc -eq 77 ]; then
+    echo "note: the tool-call client test was skipped (see above)"
+  else
+    check "openai client: tool calls with tool_choice required, streamed and not" test $rc -eq 0
+  fi
 fi
 kill -TERM $pid
 wait $pid

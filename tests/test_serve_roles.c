@@ -11,10 +11,9 @@
 #include "testutil.h"
 
 static char *render(enum kiln_chat_template t, const char *json, char *err, size_t errlen) {
-    struct kiln_server s = {.tmpl = t};
     cJSON *m = cJSON_Parse(json);
     err[0] = 0;
-    char *out = srv_render_messages(&s, m, true, err, errlen);
+    char *out = srv_render_native(t, m, true, err, errlen);
     cJSON_Delete(m);
     return out;
 }

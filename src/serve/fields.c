@@ -46,11 +46,16 @@ static const struct field fields[] = {
     IMPL("prompt", CMPL | LLAMA), IMPL("content", LLAMA | TOK), IMPL("logprobs", CMPL | CHAT),
     IMPL("top_logprobs", CHAT), IMPL("n_probs", LLAMA), IMPL("messages", CHAT | TMPL),
     IMPL("include_usage", SOPT),
+    /* ---- chats with the model's template (chat.c) */
+    IMPL("tools", CHAT | TMPL), IMPL("tool_choice", CHAT | TMPL), IMPL("parallel_tool_calls", CHAT | TMPL),
+    IMPL("chat_template_kwargs", CHAT | TMPL), IMPL("add_generation_prompt", CHAT | TMPL),
+    IMPL("reasoning_format", CHAT),
     /* ---- the other routes */
     IMPL("add_special", TOK), IMPL("with_pieces", TOK), IMPL("tokens", DETOK),
     /* ---- inside messages[i] and its content parts (roles.c) */
     IMPL("role", MSG), IMPL("content", MSG), IMPL("type", PART), IMPL("text", PART),
     IMPL("name", MSG), IMPL("tool_calls", MSG), IMPL("tool_call_id", MSG), IMPL("function_call", MSG),
+    IMPL("reasoning_content", MSG),
     IMPL("id", TCALL), IMPL("type", TCALL), IMPL("function", TCALL), IMPL("name", FUNC), IMPL("arguments", FUNC),
 
     /* ---- OpenAI's fields kiln does not implement */
@@ -58,9 +63,6 @@ static const struct field fields[] = {
     NOT("echo", CMPL | LLAMA, "false", "echoing the prompt in the answer"),
     NOT("suffix", CMPL, "\"\"", "fill-in-the-middle"),
     NOT("user", GEN, NULL, "end-user ids for abuse monitoring"),
-    NOT("tools", CHAT | TMPL, "[]", "tool calls"),
-    NOT("tool_choice", CHAT | TMPL, "\"none\"", "tool calls"),
-    NOT("parallel_tool_calls", CHAT | TMPL, NULL, "tool calls"),
     NOT("functions", CHAT, "[]", "function calls"),
     NOT("function_call", CHAT, "\"none\"", "function calls"),
     NOT("response_format", GEN, "{\"type\": \"text\"}", "structured output"),
@@ -85,10 +87,7 @@ static const struct field fields[] = {
     NOT("chat_parser", GEN, NULL, "chat output parsers"),
     NOT("parse_tool_calls", GEN, "false", "tool calls"),
     NOT("generation_prompt", GEN, NULL, "generation prompts"),
-    NOT("chat_template_kwargs", CHAT | TMPL, NULL, "chat template arguments (Jinja templates)"),
-    NOT("add_generation_prompt", CHAT | TMPL, "true", "rendering without the generation prompt"),
     NOT("continue_final_message", CHAT | TMPL, "false", "continuing the final message"),
-    NOT("reasoning_format", CHAT, "\"none\"", "reasoning output"),
     NOT("reasoning_budget_tokens", CHAT, "-1", "reasoning budgets"),
     NOT("thinking_budget_tokens", CHAT, "-1", "reasoning budgets"),
     NOT("reasoning_budget_message", CHAT, NULL, "reasoning budgets"),
@@ -138,7 +137,6 @@ static const struct field fields[] = {
     /* ---- messages[i] */
     NOT("refusal", MSG, NULL, "refusals"),
     NOT("audio", MSG, NULL, "audio"),
-    NOT("reasoning_content", MSG, NULL, "reasoning content in messages"),
     NOT("cache_control", PART, NULL, "cache control"),
     NOT("include_obfuscation", SOPT, "false", "stream obfuscation"),
 };

@@ -209,15 +209,14 @@ cJSON *srv_format_final(struct kiln_server *s, struct srv_task *t) {
     cJSON *o = openai_head(s, t, chat ? "chat.completion" : "text_completion");
     cJSON *choice = cJSON_CreateObject();
     cJSON_AddNumberToObject(choice, "index", t->index);
+    const char *finish = t->finish ? t->finish : "stop";
     if (chat) {
-        cJSON *m = cJSON_AddObjectToObject(choice, "message");
-        cJSON_AddStringToObject(m, "role", "assistant");
-        srv_add_text(m, "content", t->text ? t->text : "", t->len);
+        cJSON_AddItemToObject(choice, "message", srv_chat_message(s, t, &finish));
     } else {
         srv_add_text(choice, "text", t->text ? t->text : "", t->len);
     }
     add_logprobs(s, choice, t, 0, t->n_toks);
-    cJSON_AddStringToObject(choice, "finish_reason", t->finish ? t->finish : "stop");
+    cJSON_AddStringToObject(choice, "finish_reason", finish);
     cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), choice);
     cJSON_AddItemToObject(o, "usage", srv_format_usage(t));
     cJSON_AddItemToObject(o, "timings", srv_format_timings(t));

@@ -41,6 +41,7 @@ struct stream {
     char *buf;              /* pending output */
     size_t len, off, cap;
     bool finished, failed;
+    struct srv_chat_sent cs; /* a parsed chat: what was sent of each part */
 };
 
 static bool out_append(struct stream *st, const char *s, size_t n) {
@@ -68,6 +69,21 @@ static bool stream_events(struct stream *st) {
         return out_event(st, o) && (t->api == SRV_API_LLAMA || out_append(st, "data: [DONE]\n\n", 14));
     }
     size_t to = t->done ? t->len : t->safe;
+    if (t->api == SRV_API_CHAT && t->chat.parse) { /* parsed deltas: reasoning, content, tool calls */
+        cJSON *ev = cJSON_CreateArray();
+        if (!ev || !srv_chat_deltas(st->s, t, &st->cs, t->done, ev)) {
+            cJSON_Delete(ev);
+            return false;
+        }
+        for (cJSON *e; (e = cJSON_DetachItemFromArray(ev, 0));)
+            if (!out_event(st, e)) {
+                cJSON_Delete(ev);
+                return false;
+            }
+        cJSON_Delete(ev);
+        st->sent = to;
+        st->tok_sent = t->n_toks;
+    }
     /* one event per token, as llama-server sends them (clients count them); tokens that
      * end inside a UTF-8 character go out with the token that completes it */
     while (st->tok_sent < t->n_toks) {
@@ -90,7 +106,12 @@ static bool stream_events(struct stream *st) {
     }
     int32_t tok1 = st->tok_sent;
     if (!t->done) return true;
-    if (!out_event(st, srv_format_chunk(st->s, t, to, to, tok1, tok1, true))) return false;
+    cJSON *last = srv_format_chunk(st->s, t, to, to, tok1, tok1, true);
+    if (st->cs.any_call && (!t->finish || !strcmp(t->finish, "stop"))) {
+        cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(last, "choices"), 0);
+        cJSON_ReplaceItemInObjectCaseSensitive(choice, "finish_reason", cJSON_CreateString("tool_calls"));
+    }
+    if (!out_event(st, last)) return false;
     if (st->k + 1 < g->n) { /* the next prompt's task (the caller holds this one's lock) */
         st->k++;
         st->sent = 0;
@@ -219,8 +240,14 @@ static struct srv_task *parse_task(struct kiln_server *s, const cJSON *body, con
     }
     bool ok;
     if (api == SRV_API_CHAT) {
-        char *text = srv_render_messages(s, cJSON_GetObjectItemCaseSensitive(body, "messages"), true, err, errlen);
+        int status;
+        char *text = srv_chat_render(s, body, SRV_BODY_CHAT, &t->chat, &status, err, errlen);
         ok = text != NULL;
+        t->special = t->chat.parse; /* the parser reads the model's markup, control tokens included */
+        if (ok && t->chat.think_budget >= 0 && t->chat.parse && t->chat.o.format != KILN_TOOLS_GPT_OSS) {
+            t->chat.n_think_end = srv_tokenize(s->vocab, "\n</think>\n\n", strlen("\n</think>\n\n"), false, &t->chat.think_end);
+            if (t->chat.n_think_end < 0) t->chat.n_think_end = 0;
+        }
         if (ok) {
             t->n_prompt = srv_tokenize_prompt(s, "the rendered messages", text, strlen(text),
                                               kiln_vocab_add_bos(s->vocab), &t->prompt, err, errlen);

@@ -46,7 +46,10 @@ struct kiln_server_params kiln_server_default_params(void) {
                                        .threads_http = 0,
                                        .header_timeout_s = 30,
                                        .body_timeout_s = 60,
-                                       .cors_origins = "*"};
+                                       .cors_origins = "*",
+                                       .jinja = true,
+                                       .reasoning = true,
+                                       .reasoning_budget = -1};
 }
 
 /* ------------------------------------------------------------------ routes */
@@ -525,6 +528,7 @@ bool kiln_server_attach(struct kiln_server *s, const struct kiln_model *model, s
     s->ctx = ctx;
     s->tmpl = kiln_model_chat_template(model, NULL);
     s->max_piece = srv_longest_piece(s->vocab);
+    if (!srv_chat_load(s, err, errlen)) return false;
     const char *base = strrchr(model_path, '/');
     snprintf(s->model_id, sizeof s->model_id, "%s", base ? base + 1 : model_path);
     s->model_path = strdup(model_path);
@@ -566,6 +570,7 @@ void kiln_server_stop(struct kiln_server *s) {
     srv_work_free(s->work);
     srv_engine_free(s->engine);
     srv_auth_free(s->auth);
+    srv_chat_free(s);
     srv_metrics_free(s->metrics);
     pthread_mutex_destroy(&s->log_mu);
     free(s->model_path);

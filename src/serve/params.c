@@ -1,8 +1,8 @@
 /*
  * params.c - request bodies into tasks: every field is type- and range-checked
  * and a bad one is named in the error (the client gets a 400), prompts become
- * token ids (text tokenized, ids checked against the vocabulary), chat
- * messages are rendered with the model's template.
+ * token ids (text tokenized, ids checked against the vocabulary). Chat
+ * messages are rendered in chat.c.
  */
 #include "serve_impl.h"
 
@@ -191,46 +191,6 @@ bool srv_parse_prompt(struct kiln_server *s, const cJSON *prompt, int i, struct 
     }
     t->index = i;
     return true;
-}
-
-/* ------------------------------------------------------------------ chat messages */
-
-char *srv_render_messages(struct kiln_server *s, const cJSON *messages, bool add_assistant, char *err,
-                          size_t errlen) {
-    int n = cJSON_GetArraySize(messages);
-    if (!cJSON_IsArray(messages) || n == 0) {
-        snprintf(err, errlen, "'messages' must be a non-empty array of {\"role\", \"content\"}");
-        return NULL;
-    }
-    struct kiln_chat_msg *msgs = calloc((size_t)n, sizeof *msgs);
-    char **contents = calloc((size_t)n, sizeof *contents); /* roles.c makes them */
-    char *out = NULL;
-    if (!msgs || !contents) {
-        snprintf(err, errlen, "out of memory");
-        goto done;
-    }
-    int i = 0;
-    const cJSON *m;
-    cJSON_ArrayForEach(m, messages) {
-        if (!srv_message_lower(s, m, i, &msgs[i], &contents[i], err, errlen)) goto done;
-        i++;
-    }
-    int64_t need = kiln_chat_apply(s->tmpl, msgs, (size_t)n, add_assistant, NULL, 0);
-    size_t size = need < 0 ? (size_t)-need : (size_t)need + 1;
-    if (need == KILN_ERR_INVALID || !(out = malloc(size))) {
-        snprintf(err, errlen, "cannot render the messages with the chat template");
-        goto done;
-    }
-    if (kiln_chat_apply(s->tmpl, msgs, (size_t)n, add_assistant, out, size) < 0) {
-        snprintf(err, errlen, "cannot render the messages with the chat template");
-        free(out);
-        out = NULL;
-    }
-done:
-    for (int k = 0; contents && k < n; k++) free(contents[k]);
-    free(contents);
-    free(msgs);
-    return out;
 }
 
 /* ------------------------------------------------------------------ generation fields */

@@ -71,6 +71,26 @@ static void logprobs(const float *logits, int64_t n_vocab, int32_t tok, int n_to
     for (int k = 0; k < rec->n_top; k++) rec->top[k].logprob = (float)((double)rec->top[k].logprob - lse);
 }
 
+/* Where a chat's thinking block stands after text grew from old bytes: opened by a leading <think>,
+ * closed by </think>; tokens inside count against the budget. */
+static void think_track(struct srv_chat_out *co, const char *text, size_t len, size_t old) {
+    if (co->think_closed) return;
+    if (!co->in_think) {
+        size_t i = 0;
+        while (i < len && (text[i] == ' ' || text[i] == '\n')) i++;
+        if (len - i >= 7 && !memcmp(text + i, "<think>", 7) && old <= i + 7) co->in_think = true;
+        return;
+    }
+    size_t from = old > 8 ? old - 8 : 0;
+    if (memmem(text + from, len - from, "</think>", 8)) {
+        co->in_think = false;
+        co->think_closed = true;
+        co->forcing = false;
+        return;
+    }
+    co->think_used++;
+}
+
 void srv_slot_sample(struct srv_engine *e, struct srv_slot *s, const float *logits) {
     struct srv_task *t = s->task;
     if (t->n_predict == 0) {
@@ -83,7 +103,12 @@ void srv_slot_sample(struct srv_engine *e, struct srv_slot *s, const float *logi
         srv_slot_release(e, s, false);
         return;
     }
-    int32_t tok = logits ? kiln_sampler_sample(t->smpl, logits, e->n_vocab) : KILN_TOKEN_NULL;
+    /* a thinking block past its budget (--reasoning-budget): "</think>" is written for the model */
+    struct srv_chat_out *co = &t->chat;
+    if (co->in_think && co->n_think_end && co->force_at == 0 && co->think_used >= co->think_budget) co->forcing = true;
+    int32_t tok = co->forcing && co->force_at < co->n_think_end ? co->think_end[co->force_at++]
+                  : logits                                      ? kiln_sampler_sample(t->smpl, logits, e->n_vocab)
+                                                                : KILN_TOKEN_NULL;
     if (tok < 0) {
         srv_task_fail(t, 500, "sampling failed");
         s->failed = true;
@@ -98,7 +123,7 @@ void srv_slot_sample(struct srv_engine *e, struct srv_slot *s, const float *logi
     if (t->want_logprobs || t->n_probs > 0) logprobs(logits, e->n_vocab, tok, t->n_probs, &rec);
     bool eog = kiln_vocab_is_eog(e->v, tok);
     char piece[256];
-    int64_t pl = eog ? 0 : kiln_token_to_piece(e->v, tok, piece, sizeof piece, false);
+    int64_t pl = eog ? 0 : kiln_token_to_piece(e->v, tok, piece, sizeof piece, t->special);
     if (pl < 0) pl = 0;
 
     pthread_mutex_lock(&t->mu);
@@ -126,6 +151,7 @@ void srv_slot_sample(struct srv_engine *e, struct srv_slot *s, const float *logi
         }
         oom = t->n_toks == t->cap_toks || !srv_bytes_append(&t->text, &t->len, &t->cap, piece, (size_t)pl);
         if (!oom) t->toks[t->n_toks++] = rec;
+        if (!oom && co->n_think_end) think_track(co, t->text, t->len, old);
         /* a stop string can only end in the new piece */
         size_t ms = max_stop_len(t), from = old + 1 > ms ? old + 1 - ms : 0, cut = t->len;
         for (int i = 0; i < t->n_stop && !oom; i++) {

@@ -5,8 +5,8 @@
  * field checked and bounded. In the native families a call is text after the
  * assistant's content (kiln_chat_tool_calls), and a result is a "tool" message
  * where the family writes one (as llama.cpp's formatter does), else a user turn
- * wrapped in <tool_response> rather than dropped. Jinja templates will render
- * the request's own messages instead.
+ * wrapped in <tool_response> rather than dropped. Jinja templates render the
+ * request's own messages instead (chat.c).
  */
 #include "serve_impl.h"
 
@@ -120,7 +120,7 @@ static bool parse_function(const cJSON *fn, const char *where, const char **name
 
 /* The calls of an assistant message (tool_calls, or the deprecated function_call) as
  * the family's text, malloc'd; "" when there are none. */
-static char *calls_text(struct kiln_server *s, const cJSON *m, int i, char *err, size_t errlen) {
+static char *calls_text(enum kiln_chat_template family, const cJSON *m, int i, char *err, size_t errlen) {
     const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
     const cJSON *fc = cJSON_GetObjectItemCaseSensitive(m, "function_call");
     if (tc && cJSON_IsNull(tc)) tc = NULL;
@@ -162,10 +162,10 @@ static char *calls_text(struct kiln_server *s, const cJSON *m, int i, char *err,
         calls[k].arguments = args[k];
     }
     if (ok) {
-        int64_t need = kiln_chat_tool_calls(s->tmpl, calls, (size_t)n, NULL, 0);
+        int64_t need = kiln_chat_tool_calls(family, calls, (size_t)n, NULL, 0);
         size_t size = need < 0 ? (size_t)-need : 1;
         out = need == KILN_ERR_INVALID ? NULL : malloc(size);
-        if (out && kiln_chat_tool_calls(s->tmpl, calls, (size_t)n, out, size) < 0) out[0] = 0;
+        if (out && kiln_chat_tool_calls(family, calls, (size_t)n, out, size) < 0) out[0] = 0;
         if (!out) snprintf(err, errlen, "out of memory");
     } else if (!err[0]) {
         snprintf(err, errlen, "out of memory");
@@ -196,7 +196,7 @@ static char *wrap(const char *pre, char *text, const char *post) {
     return out;
 }
 
-bool srv_message_lower(struct kiln_server *s, const cJSON *m, int i, struct kiln_chat_msg *out, char **content,
+bool srv_message_lower(enum kiln_chat_template family, const cJSON *m, int i, struct kiln_chat_msg *out, char **content,
                        char *err, size_t errlen) {
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
     if (!cJSON_IsObject(m) || !cJSON_IsString(role)) {
@@ -235,7 +235,7 @@ bool srv_message_lower(struct kiln_server *s, const cJSON *m, int i, struct kiln
         return false;
     }
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
-    char *calls = assistant ? calls_text(s, m, i, err, errlen) : strdup("");
+    char *calls = assistant ? calls_text(family, m, i, err, errlen) : strdup("");
     if (!calls) {
         if (!err[0]) snprintf(err, errlen, "out of memory");
         return false;
@@ -260,7 +260,7 @@ bool srv_message_lower(struct kiln_server *s, const cJSON *m, int i, struct kiln
     }
     free(calls);
     const char *as = roles[r].tmpl;
-    if (text && result && !renders(s->tmpl, "tool")) {
+    if (text && result && !renders(family, "tool")) {
         as = "user";
         text = wrap("<tool_response>\n", text, "\n</tool_response>");
         if (!text) snprintf(err, errlen, "out of memory");
@@ -269,4 +269,42 @@ bool srv_message_lower(struct kiln_server *s, const cJSON *m, int i, struct kiln
     *content = text;
     *out = (struct kiln_chat_msg){as, text};
     return true;
+}
+
+char *srv_render_native(enum kiln_chat_template family, const cJSON *messages, bool add_assistant, char *err,
+                        size_t errlen) {
+    int n = cJSON_GetArraySize(messages);
+    if (!cJSON_IsArray(messages) || n == 0) {
+        snprintf(err, errlen, "'messages' must be a non-empty array of {\"role\", \"content\"}");
+        return NULL;
+    }
+    struct kiln_chat_msg *msgs = calloc((size_t)n, sizeof *msgs);
+    char **contents = calloc((size_t)n, sizeof *contents);
+    char *out = NULL;
+    if (!msgs || !contents) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
+    int i = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, messages) {
+        if (!srv_message_lower(family, m, i, &msgs[i], &contents[i], err, errlen)) goto done;
+        i++;
+    }
+    int64_t need = kiln_chat_apply(family, msgs, (size_t)n, add_assistant, NULL, 0);
+    size_t size = need < 0 ? (size_t)-need : (size_t)need + 1;
+    if (need == KILN_ERR_INVALID || !(out = malloc(size))) {
+        snprintf(err, errlen, "cannot render the messages with the chat template");
+        goto done;
+    }
+    if (kiln_chat_apply(family, msgs, (size_t)n, add_assistant, out, size) < 0) {
+        snprintf(err, errlen, "cannot render the messages with the chat template");
+        free(out);
+        out = NULL;
+    }
+done:
+    for (int k = 0; contents && k < n; k++) free(contents[k]);
+    free(contents);
+    free(msgs);
+    return out;
 }

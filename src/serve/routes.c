@@ -46,7 +46,9 @@ enum MHD_Result srv_route_props(struct srv_req *r) {
     cJSON_AddNumberToObject(g, "n_predict", s->p.n_predict);
     cJSON_AddNumberToObject(o, "total_slots", s->p.n_parallel);
     cJSON_AddStringToObject(o, "model_path", s->model_path);
-    cJSON_AddStringToObject(o, "chat_template", kiln_chat_template_name(s->tmpl));
+    /* as llama-server: the template's text (kiln's native family's name when it renders without Jinja) */
+    cJSON_AddStringToObject(o, "chat_template", s->chat ? srv_chat_tmpl_src(s->chat) : kiln_chat_template_name(s->tmpl));
+    cJSON_AddBoolToObject(o, "jinja", s->chat != NULL);
     char desc[128];
     kiln_model_desc(s->model, desc, sizeof desc);
     cJSON_AddStringToObject(o, "model_desc", desc);
@@ -170,16 +172,17 @@ enum MHD_Result srv_route_detokenize(struct srv_req *r) {
 }
 
 enum MHD_Result srv_route_apply_template(struct srv_req *r) {
-    char err[256] = "";
+    char err[512] = "";
     cJSON *body = srv_parse_body(r, err, sizeof err);
     if (!body) return srv_reply_error(r, 400, "%s", err);
     if (!srv_check_fields(body, SRV_BODY_TEMPLATE, r->url, err, sizeof err)) {
         cJSON_Delete(body);
         return srv_reply_error(r, 400, "%s", err);
     }
-    char *text = srv_render_messages(r->srv, cJSON_GetObjectItemCaseSensitive(body, "messages"), true, err, sizeof err);
+    int status;
+    char *text = srv_chat_render(r->srv, body, SRV_BODY_TEMPLATE, NULL, &status, err, sizeof err);
     cJSON_Delete(body);
-    if (!text) return srv_reply_error(r, 400, "%s", err);
+    if (!text) return srv_reply_error(r, (unsigned)status, "%s", err);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "prompt", text);
     free(text);

@@ -45,6 +45,13 @@ struct kiln_server_params {
     int body_timeout_s;    /* its body within this many seconds of its headers */
     const char *trusted_proxies; /* NULL, or comma-separated numeric addresses whose X-Tenant header is believed */
     const char *cors_origins;    /* "*" (default), "localhost", or comma-separated origins allowed to call */
+    bool jinja;                /* render chats with the model's Jinja template (llama-server's --jinja); false:
+                                * kiln's native template families */
+    const char *chat_template; /* --chat-template: a native family's name or a Jinja template's text (NULL: the
+                                * model's own) */
+    bool reasoning;      /* --reasoning-format deepseek (the default): thinking goes to reasoning_content; false: none */
+    int reasoning_budget; /* --reasoning-budget: tokens of thinking before </think> is forced (-1: no limit,
+                           * 0: thinking off) */
 };
 struct kiln_server_params kiln_server_default_params(void);
 

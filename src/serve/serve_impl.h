@@ -14,6 +14,7 @@
 
 #include <cJSON.h>
 
+#include "chat_api.h"
 #include "serve.h"
 
 #define SRV_MAX_STOP 16
@@ -40,6 +41,7 @@ struct srv_tok {
     } top[SRV_MAX_TOP];
 };
 
+
 struct srv_task {
     /* ---- the request, fixed once submitted */
     enum srv_api api;
@@ -53,6 +55,8 @@ struct srv_task {
     bool want_logprobs; /* a logprob per token */
     bool stream, cache_prompt, include_usage;
     int index; /* the choice it answers, for a list of prompts */
+    bool special;            /* control tokens written into the text as their markup (the chat parser reads them) */
+    struct srv_chat_out chat; /* chat: how the output is read back */
     char id[48];
     long long created;
 
@@ -133,6 +137,7 @@ struct kiln_server {
     struct kiln_context *ctx;
     struct srv_engine *engine;
     enum kiln_chat_template tmpl;
+    struct srv_chat_tmpl *chat; /* the Jinja templates (NULL: native families, s->tmpl) */
     char model_id[256]; /* the file name, as /v1/models reports it */
     char *model_path;
     atomic_ullong next_id; /* response ids */
@@ -315,13 +320,36 @@ int32_t srv_longest_piece(const struct kiln_vocab *v);
 
 /* ---- request parsing (params.c): each returns false with a message naming the field */
 cJSON *srv_parse_body(struct srv_req *r, char *err, size_t errlen); /* an object, or NULL */
-/* messages[i] (m) into what the template renders: its role as the template knows it and
+/* messages[i] (m) into what native family renders: its role as the template knows it and
  * its content (malloc'd into *content) with an assistant's tool calls after it (roles.c). */
-bool srv_message_lower(struct kiln_server *s, const cJSON *m, int i, struct kiln_chat_msg *out, char **content,
-                       char *err, size_t errlen);
-/* The conversation in messages, rendered with the model's template (malloc'd). */
-char *srv_render_messages(struct kiln_server *s, const cJSON *messages, bool add_assistant, char *err,
-                          size_t errlen);
+bool srv_message_lower(enum kiln_chat_template family, const cJSON *m, int i, struct kiln_chat_msg *out,
+                       char **content, char *err, size_t errlen);
+/* The conversation in messages, rendered with a native template family (malloc'd; roles.c). */
+char *srv_render_native(enum kiln_chat_template family, const cJSON *messages, bool add_assistant, char *err,
+                        size_t errlen);
+/* ---- chats (chat.c, chat_api.h): the model's template, messages, tools; chat_reply.c: the output read back */
+/* The templates of the attached model (or the --chat-template override); false with a message naming
+ * the template line. */
+bool srv_chat_load(struct kiln_server *s, char *err, size_t errlen);
+void srv_chat_free(struct kiln_server *s);
+/* A chat body rendered with the server's templates (srv_chat_tmpl_render) */
+char *srv_chat_render(struct kiln_server *s, const cJSON *body, enum srv_body which, struct srv_chat_out *out,
+                      int *status, char *err, size_t errlen);
+/* The assistant's message of a finished chat task ({"role", "content", "reasoning_content", "tool_calls"}),
+ * its finish reason in *finish. */
+cJSON *srv_chat_message(struct kiln_server *s, struct srv_task *t, const char **finish);
+/* Streaming a parsed chat: what was sent of each part */
+struct srv_chat_sent {
+    size_t content, reasoning, n_calls;
+    size_t args[64]; /* bytes of each call's arguments sent (calls past 64 go out whole) */
+    bool named[64];
+    bool any_call;
+    int32_t toks; /* tokens whose logprobs were sent */
+};
+/* Under t->mu: the deltas for what the task's text adds since *sent (chat.completion.chunk objects
+ * appended to events); final: the whole text, read as finished. */
+bool srv_chat_deltas(struct kiln_server *s, struct srv_task *t, struct srv_chat_sent *sent, bool final,
+                     cJSON *events);
 /* Tokenize text (special tokens parsed); malloc'd ids, or -1. */
 int32_t srv_tokenize(const struct kiln_vocab *v, const char *text, size_t len, bool add_special, int32_t **ids);
 /* Parse a body, strictly: one JSON object, no duplicate key, no NUL or raw control

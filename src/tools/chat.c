@@ -1,10 +1,14 @@
 /*
  * chat.c - `kiln chat`: a multi-turn conversation on stdin/stdout. Each user
  * line is added to the conversation, the conversation is rendered with the
- * model's chat template family (or --template NAME; ChatML when the model has
- * none) and tokenized, and only the tokens after the prefix the KV cache already
- * holds are decoded: the cache is kept across turns.
+ * model's own Jinja chat template (as kiln serve renders it; kiln's native
+ * family with --no-jinja or --template NAME, or when the model has no template)
+ * and tokenized, and only the tokens after the prefix the KV cache already
+ * holds are decoded: the cache is kept across turns. With --tools FILE the
+ * model may call tools: its calls are printed as a JSON line, and a line that
+ * is a JSON message ({"role": "tool", ...}) answers them.
  */
+#include "chat_api.h"
 #include "model_args.h"
 
 #include <errno.h>
@@ -15,53 +19,6 @@
 
 /* The longest user line: a message, not a file (-f for those elsewhere). */
 #define CHAT_LINE_MAX (1 << 20)
-
-struct conversation {
-    struct kiln_chat_msg *msgs;
-    char **owned; /* contents we allocated */
-    size_t n, cap;
-};
-
-static bool conv_add(struct conversation *c, const char *role, const char *content, size_t len) {
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 16;
-        struct kiln_chat_msg *m = realloc(c->msgs, cap * sizeof *m);
-        if (!m) return false;
-        c->msgs = m;
-        char **o = realloc(c->owned, cap * sizeof *o);
-        if (!o) return false;
-        c->owned = o;
-        c->cap = cap;
-    }
-    char *copy = malloc(len + 1);
-    if (!copy) return false;
-    memcpy(copy, content, len);
-    copy[len] = 0;
-    c->owned[c->n] = copy;
-    c->msgs[c->n++] = (struct kiln_chat_msg){role, copy};
-    return true;
-}
-
-static void conv_free(struct conversation *c) {
-    for (size_t i = 0; i < c->n; i++) free(c->owned[i]);
-    free(c->owned);
-    free(c->msgs);
-}
-
-/* Render the conversation (with the assistant's opening when add_assistant); malloc'd. */
-static char *render(enum kiln_chat_template t, const struct conversation *c, bool add_assistant, int64_t *len) {
-    int64_t n = kiln_chat_apply(t, c->msgs, c->n, add_assistant, NULL, 0);
-    size_t size = n < 0 ? (size_t)-n + 1 : (size_t)n + 1;
-    char *buf = malloc(size);
-    if (!buf) return NULL;
-    n = kiln_chat_apply(t, c->msgs, c->n, add_assistant, buf, size);
-    if (n < 0) {
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
-}
 
 /* One line of at most max bytes (newline not counted): its length, -1 at end of input,
  * -2 when the line goes past max (stdin may be /dev/zero or a pipe that never ends one). */
@@ -85,17 +42,41 @@ static ssize_t read_line(FILE *in, char **buf, size_t *cap, size_t max) {
     return (ssize_t)n;
 }
 
-/* The text of generated ids; malloc'd, grown to whatever the reply needs. */
-static char *detokenize_all(const struct kiln_vocab *v, const int32_t *ids, int64_t n, int64_t *len) {
-    int64_t m = kiln_detokenize(v, ids, n, NULL, 0, false, false);
-    size_t size = m < 0 && m != KILN_ERR_INVALID ? (size_t)-m + 1 : 1;
-    char *text = malloc(size);
-    if (!text) return NULL;
-    m = m < 0 && m != KILN_ERR_INVALID ? kiln_detokenize(v, ids, n, text, size, false, false) : 0;
-    if (m < 0) m = 0;
-    text[m] = 0;
-    *len = m;
-    return text;
+/* the reply read back: content to stdout, thinking to stderr, tool calls as one JSON line; the
+ * assistant's message (with its calls) joins the conversation */
+static bool show_reply(const char *text, size_t len, const struct srv_chat_out *out, cJSON *msgs, int *n_calls) {
+    struct kiln_chat_reply r;
+    if (kiln_chat_parse(text, len, &out->o, &r) != 0) return false;
+    if (r.reasoning[0]) fprintf(stderr, "[thinking] %s\n", r.reasoning);
+    fputs(r.content, stdout);
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", "assistant");
+    cJSON_AddStringToObject(m, "content", r.content);
+    if (r.n_calls) {
+        cJSON *calls = cJSON_AddArrayToObject(m, "tool_calls");
+        for (size_t i = 0; i < r.n_calls && (out->parallel || i == 0); i++) {
+            char id[16];
+            snprintf(id, sizeof id, "call%05d", ++*n_calls % 100000);
+            cJSON *c = cJSON_CreateObject(), *f;
+            cJSON_AddStringToObject(c, "id", r.calls[i].id ? r.calls[i].id : id);
+            cJSON_AddStringToObject(c, "type", "function");
+            f = cJSON_AddObjectToObject(c, "function");
+            cJSON_AddStringToObject(f, "name", r.calls[i].name ? r.calls[i].name : "");
+            cJSON_AddStringToObject(f, "arguments", r.calls[i].arguments);
+            cJSON_AddItemToArray(calls, c);
+        }
+        cJSON *line = cJSON_CreateObject();
+        cJSON_AddItemReferenceToObject(line, "tool_calls", calls);
+        char *json = cJSON_PrintUnformatted(line);
+        if (r.content[0]) fputc('\n', stdout);
+        fputs(json ? json : "{}", stdout);
+        free(json);
+        cJSON_Delete(line);
+    }
+    if (r.reasoning[0]) cJSON_AddStringToObject(m, "reasoning_content", r.reasoning);
+    cJSON_AddItemToArray(msgs, m);
+    kiln_chat_reply_free(&r);
+    return true;
 }
 
 int cmd_chat(int argc, char **argv) {
@@ -105,35 +86,60 @@ int cmd_chat(int argc, char **argv) {
     model_args_init(&ma);
     gen_args_init(&ga);
     ga.n_predict = 256;
-    const char *tmpl_name = NULL, *system = NULL;
+    const char *tmpl_name = NULL, *system = NULL, *tools_path = NULL, *tmpl_path = NULL;
+    bool jinja = true, reasoning = true;
     for (int i = 1; i < argc; i++) {
         int r = model_args_parse(&ma, cmd, argc, argv, &i);
         if (r == 0) r = gen_args_parse(&ga, cmd, argc, argv, &i);
         if (r < 0) return EXIT_USAGE;
         if (r > 0) continue;
-        const char *o = argv[i];
+        const char *o = argv[i], *v;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            printf("usage: kiln chat -m MODEL [--template NAME] [--system TEXT] [-n N] [sampling options]\n"
+            printf("usage: kiln chat -m MODEL [--system TEXT] [--tools FILE.json] [-n N] [sampling options]\n"
                    "A conversation on stdin/stdout: one user message per line; each reply ends with a\n"
-                   "newline. Works interactively and with a pipe. The model's tokenizer.chat_template\n"
-                   "picks the format (ChatML when there is none); --template NAME overrides it\n"
-                   "(chatml, llama2, llama3, mistral-v7, phi3, gemma, zephyr, deepseek, ...).\n%s%s",
+                   "newline. Works interactively and with a pipe. The model's own Jinja chat template\n"
+                   "(tokenizer.chat_template) renders it, as kiln serve does.\n"
+                   "  --tools FILE.json       tools the model may call (OpenAI's 'tools' array): its calls\n"
+                   "                          are printed as one JSON line {\"tool_calls\": [...]}; answer\n"
+                   "                          with a JSON line {\"role\": \"tool\", \"tool_call_id\": ..., \"content\": ...}\n"
+                   "  --chat-template-file F  a Jinja chat template from a file\n"
+                   "  --no-jinja              kiln's native template family instead of the model's template\n"
+                   "  --template NAME         a native family (chatml, llama2, llama3, mistral-v7, phi3, gemma,\n"
+                   "                          zephyr, deepseek, ...); also what renders when the model has no\n"
+                   "                          template (ChatML then)\n"
+                   "  --reasoning-format F    deepseek (the default): a reply's thinking goes to stderr;\n"
+                   "                          none: it stays in the reply\n%s%s",
                    model_args_help(), gen_args_help());
             return EXIT_OK;
         } else if (!strcmp(o, "--template")) {
             if (!(tmpl_name = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(o, "--system") || !strcmp(o, "-sys")) {
             if (!(system = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+        } else if (!strcmp(o, "--tools")) {
+            if (!(tools_path = tool_arg_path(cmd, argc, argv, &i))) return EXIT_USAGE;
+        } else if (!strcmp(o, "--chat-template-file")) {
+            if (!(tmpl_path = tool_arg_path(cmd, argc, argv, &i))) return EXIT_USAGE;
+        } else if (!strcmp(o, "--jinja")) {
+            jinja = true;
+        } else if (!strcmp(o, "--no-jinja")) {
+            jinja = false;
+        } else if (!strcmp(o, "--reasoning-format")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (strcmp(v, "none") && strcmp(v, "deepseek") && strcmp(v, "auto"))
+                return tool_usage_error(cmd, "--reasoning-format must be none, deepseek or auto, not '%s'", v);
+            reasoning = strcmp(v, "none") != 0;
         } else {
             return tool_usage_error(cmd, "unknown option '%s'", o);
         }
     }
     if (!ma.model_path) return tool_usage_error(cmd, "-m MODEL is required");
-    enum kiln_chat_template tmpl = KILN_CHAT_UNKNOWN;
+    enum kiln_chat_template family = KILN_CHAT_UNKNOWN;
     if (tmpl_name) {
-        tmpl = kiln_chat_template_from_name(tmpl_name);
-        if (tmpl == KILN_CHAT_UNKNOWN) return tool_usage_error(cmd, "unknown chat template '%s'", tmpl_name);
+        family = kiln_chat_template_from_name(tmpl_name);
+        if (family == KILN_CHAT_UNKNOWN) return tool_usage_error(cmd, "unknown chat template '%s'", tmpl_name);
+        jinja = false;
     }
+    if (tmpl_path && !jinja) return tool_usage_error(cmd, "--chat-template-file needs Jinja (not --no-jinja or --template)");
 
     /* the conversation comes on stdin: one that cannot be read is said before the model
      * loads (a closed stdin would otherwise be the next file opened: the model's) */
@@ -146,18 +152,53 @@ int cmd_chat(int argc, char **argv) {
         return EXIT_RUNTIME;
     }
     int rc = EXIT_RUNTIME;
-    struct conversation conv = {0};
     struct kiln_batch batch = {0};
     struct kiln_sampler *smpl = gen_args_sampler(&ga, cmd);
-    char *line = NULL;
+    char *line = NULL, *tmpl_text = NULL, *tools_text = NULL;
     size_t line_cap = 0;
     struct gen_out cache = {0}; /* the ids the KV cache holds, in order */
+    struct srv_chat_tmpl *tmpl = NULL;
+    cJSON *msgs = cJSON_CreateArray(), *tools = NULL;
+    int n_calls = 0;
+    if (!msgs) goto oom;
+    if (tools_path) {
+        size_t tl;
+        if (!(tools_text = tool_read_file(cmd, tools_path, TOOL_TEXT_MAX, &tl))) goto done;
+        tools = cJSON_ParseWithLength(tools_text, tl);
+        if (!cJSON_IsArray(tools)) {
+            fprintf(stderr, "kiln %s: %s is not a JSON array of tools\n", cmd, tools_path);
+            goto done;
+        }
+    }
+    if (tmpl_path) {
+        size_t tl;
+        if (!(tmpl_text = tool_read_file(cmd, tmpl_path, 4u << 20, &tl))) goto done;
+        if (tool_text_has_nul(cmd, tmpl_path, tmpl_text, tl)) goto done;
+    }
     if (!smpl || !model_args_load(&ma, cmd, 0)) goto done;
-    if (!tmpl_name) tmpl = kiln_model_chat_template(ma.model, NULL);
+    if (jinja) {
+        char err[512];
+        tmpl = srv_chat_tmpl_load(ma.model, tmpl_text, err, sizeof err);
+        if (!tmpl && err[0]) {
+            fprintf(stderr, "kiln %s: %s\n", cmd, err);
+            goto done;
+        }
+    }
+    if (!tmpl_name) family = kiln_model_chat_template(ma.model, NULL);
+    if (!tmpl && tools) {
+        fprintf(stderr, "kiln %s: --tools needs a Jinja chat template (the model has none: --chat-template-file)\n", cmd);
+        goto done;
+    }
     const struct kiln_vocab *v = kiln_model_vocab(ma.model);
+    struct srv_chat_cfg cfg = {.vocab = v, .native = family, .reasoning = reasoning, .reasoning_budget = -1};
     batch = kiln_batch_init(model_args_n_batch(&ma)); /* longer turns are decoded in chunks */
     if (!batch.capacity) goto done;
-    if (system && !conv_add(&conv, "system", system, strlen(system))) goto done;
+    if (system) {
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", "system");
+        cJSON_AddStringToObject(m, "content", system);
+        cJSON_AddItemToArray(msgs, m);
+    }
     const bool tty = isatty(STDIN_FILENO);
     for (;;) {
         if (tty) fputs("> ", stderr);
@@ -176,18 +217,44 @@ int cmd_chat(int argc, char **argv) {
         if (tool_text_has_nul(cmd, "an input line", line, (size_t)got)) goto done;
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
         if (got == 0) continue;
-        if (!conv_add(&conv, "user", line, (size_t)got)) goto oom;
-        int64_t len;
-        char *text = render(tmpl, &conv, true, &len);
-        if (!text) goto oom;
+        cJSON *m = line[0] == '{' ? cJSON_Parse(line) : NULL; /* a message of its own ({"role": "tool", ...}) */
+        if (m && !(cJSON_IsObject(m) && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m, "role")))) {
+            cJSON_Delete(m);
+            m = NULL;
+        }
+        if (!m) {
+            m = cJSON_CreateObject();
+            cJSON_AddStringToObject(m, "role", "user");
+            cJSON_AddStringToObject(m, "content", line);
+        }
+        cJSON_AddItemToArray(msgs, m);
+        char err[512];
+        int status;
+        struct srv_chat_out out;
+        cJSON *body = cJSON_CreateObject(); /* references: they see the arrays as they are now */
+        cJSON_AddItemReferenceToObject(body, "messages", msgs);
+        if (tools) cJSON_AddItemReferenceToObject(body, "tools", tools);
+        char *text = srv_chat_tmpl_render(tmpl, &cfg, body, &out, &status, err, sizeof err);
+        cJSON_Delete(body);
+        if (!text) {
+            fprintf(stderr, "kiln %s: %s\n", cmd, err);
+            cJSON_DeleteItemFromArray(msgs, cJSON_GetArraySize(msgs) - 1); /* that message is not taken */
+            if (!tty) goto done;
+            continue;
+        }
+        if (!tmpl) out = (struct srv_chat_out){0};
         /* tokenize the whole conversation and reuse the cached prefix it shares: exact
          * even where a template trims or rewrites earlier turns */
         int32_t *ids = NULL;
         int64_t n = model_tokenize(cmd, v, text, kiln_vocab_add_bos(v), &ids);
         free(text);
-        if (n < 0) goto done;
+        if (n < 0) {
+            srv_chat_out_free(&out);
+            goto done;
+        }
         if (n >= (int64_t)kiln_n_ctx(ma.ctx)) {
             free(ids);
+            srv_chat_out_free(&out);
             fprintf(stderr, "kiln %s: the conversation is longer than the context (%u tokens)\n", cmd,
                     kiln_n_ctx(ma.ctx));
             goto done;
@@ -200,25 +267,48 @@ int cmd_chat(int argc, char **argv) {
         for (int64_t i = 0; i < n; i++)
             if (!gen_push_id(&cache, ids[i])) {
                 free(ids);
+                srv_chat_out_free(&out);
                 goto oom;
             }
         bool ok = decode_prompt(cmd, ma.ctx, ma.model, &batch, ids + keep, n - keep, (int32_t)keep, false, NULL, NULL);
         free(ids);
-        if (!ok) goto done;
+        if (!ok) {
+            srv_chat_out_free(&out);
+            goto done;
+        }
         /* generated tokens are appended to the cache's ids (the end-of-generation token
-         * that stops it is not: it was never decoded) */
-        int64_t n_gen = generate(cmd, ma.ctx, ma.model, smpl, (int32_t)n, ga.n_predict, stdout, &cache);
+         * that stops it is not: it was never decoded); a reply to read back is shown once whole */
+        int64_t n_gen = generate(cmd, ma.ctx, ma.model, smpl, (int32_t)n, ga.n_predict, out.parse ? NULL : stdout, &cache);
+        if (n_gen < 0) {
+            srv_chat_out_free(&out);
+            goto done;
+        }
+        gen_note_ctx_full(cmd, ma.ctx, &cache, n_gen, ga.n_predict);
+        /* the whole reply, however long, is what the next turn's template sees (control tokens
+         * as their markup where the reply is read back: tool calls are written in them) */
+        int64_t m_len = kiln_detokenize(v, cache.ids + n, n_gen, NULL, 0, false, out.parse);
+        size_t size = m_len < 0 && m_len != KILN_ERR_INVALID ? (size_t)-m_len + 1 : 1;
+        char *reply = malloc(size);
+        if (!reply) {
+            srv_chat_out_free(&out);
+            goto oom;
+        }
+        m_len = size > 1 ? kiln_detokenize(v, cache.ids + n, n_gen, reply, size, false, out.parse) : 0;
+        reply[m_len > 0 ? m_len : 0] = 0;
+        bool shown = true;
+        if (out.parse) {
+            shown = show_reply(reply, strlen(reply), &out, msgs, &n_calls);
+        } else {
+            cJSON *a = cJSON_CreateObject();
+            cJSON_AddStringToObject(a, "role", "assistant");
+            cJSON_AddStringToObject(a, "content", reply);
+            cJSON_AddItemToArray(msgs, a);
+        }
+        free(reply);
+        srv_chat_out_free(&out);
+        if (!shown) goto oom;
         fputc('\n', stdout);
         fflush(stdout);
-        if (n_gen < 0) goto done;
-        gen_note_ctx_full(cmd, ma.ctx, &cache, n_gen, ga.n_predict);
-        /* the whole reply, however long, is what the next turn's template sees */
-        int64_t rl;
-        char *reply = detokenize_all(v, cache.ids + n, n_gen, &rl);
-        if (!reply) goto oom;
-        bool added = conv_add(&conv, "assistant", reply, (size_t)rl);
-        free(reply);
-        if (!added) goto oom;
         kiln_sampler_reset(smpl);
     }
     rc = EXIT_OK;
@@ -227,8 +317,12 @@ oom:
     fprintf(stderr, "kiln %s: out of memory\n", cmd);
 done:
     free(line);
+    free(tmpl_text);
+    free(tools_text);
+    cJSON_Delete(msgs);
+    cJSON_Delete(tools);
+    srv_chat_tmpl_free(tmpl);
     gen_out_free(&cache);
-    conv_free(&conv);
     kiln_batch_free(&batch);
     kiln_sampler_free(smpl);
     model_args_free(&ma);

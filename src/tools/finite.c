@@ -5,6 +5,7 @@
  * rows the tools hold anyway; the diagnosis (which weight of the model file is not
  * finite) only on failure.
  */
+#include "kiln-offline.h"
 #include "model_args.h"
 
 #include "gguf.h"

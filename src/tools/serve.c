@@ -8,6 +8,7 @@
 #include "serve.h"
 
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
@@ -16,6 +17,7 @@ int cmd_serve(int argc, char **argv) {
     struct model_args ma;
     model_args_init(&ma);
     struct kiln_server_params sp = kiln_server_default_params();
+    char *template_text = NULL; /* --chat-template-file's text */
     for (int i = 1; i < argc; i++) {
         int r = model_args_parse(&ma, cmd, argc, argv, &i);
         if (r < 0) return EXIT_USAGE;
@@ -23,6 +25,7 @@ int cmd_serve(int argc, char **argv) {
         const char *o = argv[i], *v;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             printf("usage: kiln serve -m MODEL [--host ADDR] [--port N] [-np N] [-c N] [-t N] [--api-key KEY]\n"
+                   "       [--chat-template-file F] [--reasoning-format F] ...\n"
                    "An HTTP server with continuous batching: OpenAI's /v1/completions,\n"
                    "/v1/chat/completions, /v1/models and llama-server's /completion, /health,\n"
                    "/tokenize, /detokenize, /apply-template, /props, /slots, /metrics. The context (-c) is\n"
@@ -58,6 +61,14 @@ int cmd_serve(int argc, char **argv) {
                    "  -cram, --cache-ram N    MiB of KV cells that keep prefixes after their slot moved\n"
                    "                          on, least recently used dropped first (default 8192;\n"
                    "                          -1: no limit; 0: none)\n"
+                   "  --jinja / --no-jinja    chats through the model's Jinja chat template (the default),\n"
+                   "                          or kiln's native template families\n"
+                   "  --chat-template T       a native family's name (chatml, llama3, ...) or a Jinja template\n"
+                   "  --chat-template-file F  a Jinja chat template from a file\n"
+                   "  --reasoning-format F    deepseek (the default; 'auto' too): thinking goes to\n"
+                   "                          reasoning_content; none: it stays in the content\n"
+                   "  --reasoning-budget N    tokens of thinking before '</think>' is written for the model\n"
+                   "                          (-1: no limit, the default; 0: thinking off)\n"
                    "GET /metrics answers in Prometheus' text format.\n",
                    model_args_help());
             return EXIT_OK;
@@ -92,6 +103,33 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(o, "-cram") || !strcmp(o, "--cache-ram")) {
             if (!(v = tool_arg_value(cmd, argc, argv, &i)) ||
                 !tool_parse_int(cmd, o, v, -1, 1 << 30, &sp.cache_ram_mib))
+                return EXIT_USAGE;
+        } else if (!strcmp(o, "--jinja")) {
+            sp.jinja = true;
+        } else if (!strcmp(o, "--no-jinja")) {
+            sp.jinja = false;
+        } else if (!strcmp(o, "--chat-template")) {
+            if (!(sp.chat_template = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (!*sp.chat_template) return tool_usage_error(cmd, "--chat-template must not be empty");
+        } else if (!strcmp(o, "--chat-template-file")) {
+            const char *path = tool_arg_path(cmd, argc, argv, &i);
+            if (!path) return EXIT_USAGE;
+            size_t len;
+            free(template_text);
+            if (!(template_text = tool_read_file(cmd, path, 4u << 20, &len))) return EXIT_USAGE;
+            if (tool_text_has_nul(cmd, path, template_text, len)) {
+                free(template_text);
+                return EXIT_USAGE;
+            }
+            sp.chat_template = template_text;
+        } else if (!strcmp(o, "--reasoning-format")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (strcmp(v, "none") && strcmp(v, "deepseek") && strcmp(v, "auto"))
+                return tool_usage_error(cmd, "--reasoning-format must be none, deepseek or auto, not '%s'", v);
+            sp.reasoning = strcmp(v, "none") != 0;
+        } else if (!strcmp(o, "--reasoning-budget")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) ||
+                !tool_parse_int(cmd, o, v, -1, 1 << 24, &sp.reasoning_budget))
                 return EXIT_USAGE;
         } else if (!strcmp(o, "--no-prefix-share")) {
             sp.prefix_share = KILN_PREFIX_SHARE_OFF;
@@ -192,5 +230,6 @@ int cmd_serve(int argc, char **argv) {
 done:
     kiln_server_stop(srv);
     model_args_free(&ma);
+    free(template_text);
     return rc;
 }
