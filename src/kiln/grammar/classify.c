@@ -1,0 +1,169 @@
+/*
+ * classify.c - the token classes of one automaton state: which tokens its rule,
+ * run alone from that state, accepts, rejects, or cannot decide (the rule ends
+ * inside the token, and the rest depends on the caller). One walk over the
+ * vocabulary's trie per state, cached for the grammar's lifetime: a mask then
+ * needs only the uncertain tokens checked against the actual stack.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errf.h"
+#include "grammar_impl.h"
+
+#define LOCAL_MAX_NODES (1 << 22)
+#define LOCAL_MAX_CFGS (1 << 18)
+
+struct walk_out {
+    uint64_t *bits;
+    int32_t n_acc;
+    int32_t *unc;
+    uint64_t *exits;
+    int32_t n_unc, cap_unc;
+};
+
+static bool add_unc(struct walk_out *o, int32_t tok, uint64_t em) {
+    if (o->n_unc == o->cap_unc) {
+        int32_t cap = o->cap_unc ? o->cap_unc * 2 : 64;
+        int32_t *u = realloc(o->unc, sizeof *u * (size_t)cap);
+        if (u) o->unc = u;
+        uint64_t *e = realloc(o->exits, sizeof *e * (size_t)cap);
+        if (e) o->exits = e;
+        if (!u || !e) return false;
+        o->cap_unc = cap;
+    }
+    o->unc[o->n_unc] = tok;
+    o->exits[o->n_unc++] = em;
+    return true;
+}
+
+static inline uint64_t exit_bit(int32_t d) { return d >= 63 ? 1ull << 63 : 1ull << d; }
+
+/* Walk the trie from the single stack (EXIT, q). */
+static bool walk(struct gsm *m, const struct kiln_grammar_vocab *gv, int32_t q, struct walk_out *o) {
+    int32_t cfg[G_MAX_TOKEN + 1];
+    uint64_t exits[G_MAX_TOKEN + 1];
+    cfg[0] = gsm_cfg_single(m, gsm_node(m, GS_EXIT, q));
+    exits[0] = 0;
+    if (cfg[0] < 0) return false;
+    const uint8_t *nbyte = gv->nbyte;
+    const uint16_t *ndepth = gv->ndepth;
+    const uint32_t *nend = gv->nend;
+    const int32_t *ntok = gv->ntok;
+    for (int32_t i = 0; i < gv->n_nodes;) {
+        const int32_t d = ndepth[i];
+        const int32_t c = gsm_step(m, cfg[d - 1], nbyte[i]);
+        if (c < 0) return false;
+        const struct gsm_cfg *C = &m->cfgs[c];
+        const uint64_t em = exits[d - 1] | (C->has_exit ? exit_bit(d) : 0);
+        if (ntok[i] >= 0) {
+            if (C->live || C->has_exit) {
+                for (int32_t t = ntok[i]; t >= 0; t = gv->dup[t]) o->bits[t >> 6] |= 1ull << (t & 63), o->n_acc++;
+            } else if (exits[d - 1]) {
+                for (int32_t t = ntok[i]; t >= 0; t = gv->dup[t])
+                    if (!add_unc(o, t, exits[d - 1])) return false;
+            }
+        }
+        if (!C->live) {
+            /* nothing goes on inside the rule: every longer token here is uncertain or rejected */
+            if (em)
+                for (uint32_t j = (uint32_t)i + 1; j < nend[i]; j++)
+                    for (int32_t t = ntok[j]; t >= 0; t = gv->dup[t])
+                        if (!add_unc(o, t, em)) return false;
+            i = (int32_t)nend[i];
+            continue;
+        }
+        cfg[d] = c;
+        exits[d] = em;
+        i++;
+    }
+    return true;
+}
+
+static struct gclass *classify(struct gcache *c, const struct kiln_grammar_vocab *gv, int32_t q) {
+    struct walk_out o = {0};
+    o.bits = calloc(gv->n_words, sizeof *o.bits);
+    if (!o.bits) return NULL;
+    bool ok = false;
+    for (int attempt = 0; attempt < 2 && !ok; attempt++) {
+        /* a machine grown large (or out of room) starts over: memory stays bounded */
+        if (c->local.failed || c->local.n_cfgs > LOCAL_MAX_CFGS / 2 || c->local.n_nodes > LOCAL_MAX_NODES / 2)
+            gsm_clear(&c->local);
+        memset(o.bits, 0, gv->n_words * sizeof *o.bits);
+        o.n_acc = o.n_unc = 0;
+        ok = walk(&c->local, gv, q, &o);
+    }
+    struct gclass *cls = ok ? calloc(1, sizeof *cls) : NULL;
+    if (!cls) {
+        free(o.bits), free(o.unc), free(o.exits);
+        return NULL;
+    }
+    cls->n_acc = o.n_acc;
+    if ((size_t)o.n_acc * 4 < gv->n_words * 8) { /* few: a list */
+        cls->acc = malloc(sizeof *cls->acc * (size_t)(o.n_acc > 0 ? o.n_acc : 1));
+        if (!cls->acc) {
+            free(cls), free(o.bits), free(o.unc), free(o.exits);
+            return NULL;
+        }
+        int32_t k = 0;
+        for (size_t w = 0; w < gv->n_words; w++)
+            for (uint64_t b = o.bits[w]; b; b &= b - 1) cls->acc[k++] = (int32_t)(w * 64 + (size_t)__builtin_ctzll(b));
+        free(o.bits);
+    } else {
+        cls->bits = o.bits;
+    }
+    cls->unc = o.unc;
+    cls->exits = o.exits;
+    cls->n_unc = o.n_unc;
+    return cls;
+}
+
+static void gclass_free(struct gclass *c) {
+    if (!c) return;
+    free(c->bits);
+    free(c->acc);
+    free(c->unc);
+    free(c->exits);
+    free(c);
+}
+
+void gcache_free(struct gcache *c) {
+    if (!c) return;
+    for (int32_t i = 0; c->cls && i < c->n_cls; i++) gclass_free(c->cls[i]);
+    free(c->cls);
+    if (c->local_ok) gsm_free(&c->local);
+    free(c);
+}
+
+const struct gclass *gclass_get(struct kiln_grammar *g, const struct kiln_grammar_vocab *gv, int32_t q, char *err,
+                                size_t errlen) {
+    pthread_mutex_lock(&g->mu);
+    struct gcache *c = g->caches;
+    while (c && c->gv != gv) c = c->next;
+    if (!c) {
+        c = calloc(1, sizeof *c);
+        if (c) {
+            c->gv = gv;
+            c->n_cls = g->n_states;
+            c->cls = calloc((size_t)g->n_states, sizeof *c->cls);
+            c->local_ok = gsm_init(&c->local, g, LOCAL_MAX_NODES, LOCAL_MAX_CFGS);
+        }
+        if (!c || !c->cls || !c->local_ok) {
+            gcache_free(c);
+            pthread_mutex_unlock(&g->mu);
+            kiln_errf(err, errlen, "out of memory for the grammar's token classes");
+            return NULL;
+        }
+        c->next = g->caches;
+        g->caches = c;
+    }
+    struct gclass *cls = c->cls[q];
+    if (!cls) {
+        cls = c->cls[q] = classify(c, gv, q);
+        if (!cls)
+            kiln_errf(err, errlen, "the grammar is too complex to index the vocabulary against (state %d)", (int)q);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return cls;
+}
