@@ -1,8 +1,8 @@
 /*
- * sampling.c - the sampler chain: stages over a candidate list (penalties,
- * logit bias, top-k, typical-p, top-p, min-p, temperature, greedy, dist) with
- * llama.cpp's semantics, a seeded PRNG and exp/log of kiln's own so that a
- * seed reproduces the same tokens on every machine.
+ * sampling.c - the sampler chain: stages over a candidate list (grammar,
+ * penalties, logit bias, top-k, typical-p, top-p, min-p, temperature, greedy,
+ * dist) with llama.cpp's semantics, a seeded PRNG and exp/log of kiln's own so
+ * that a seed reproduces the same tokens on every machine.
  */
 #include <float.h>
 #include <math.h>
@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "grammar/grammar_stage.h"
 #include "kiln.h"
 #include "sampling_math.h"
 
@@ -55,6 +56,7 @@ enum stage_kind {
     ST_TYPICAL,
     ST_PENALTIES,
     ST_LOGIT_BIAS,
+    ST_GRAMMAR,
 };
 
 struct kiln_sampler {
@@ -74,6 +76,10 @@ struct kiln_sampler {
     /* logit bias */
     struct kiln_logit_bias *bias;
     size_t n_bias;
+    /* grammar: its matcher, and why it failed (a refused token, a mask not computed) */
+    struct kiln_grammar_matcher *gm;
+    char gm_err[200];
+    bool gm_prefiltered; /* this sample's candidates came from its mask */
     /* chain */
     struct kiln_sampler **stages;
     int n_stages, cap_stages;
@@ -222,6 +228,62 @@ struct kiln_sampler *kiln_sampler_init_logit_bias(size_t n, const struct kiln_lo
     return s;
 }
 
+static struct kiln_sampler *grammar_stage(struct kiln_grammar_matcher *m, const char *err) {
+    if (!m) {
+        set_err("grammar: %s", err);
+        return NULL;
+    }
+    struct kiln_sampler *s = stage_new(ST_GRAMMAR);
+    if (!s) kiln_grammar_matcher_free(m);
+    else s->gm = m;
+    return s;
+}
+
+struct kiln_sampler *kiln_sampler_init_grammar(const struct kiln_grammar *g, const struct kiln_grammar_vocab *gv) {
+    char err[200];
+    if (!gv) {
+        set_err("grammar: no vocabulary index (kiln_grammar_vocab_new)");
+        return NULL;
+    }
+    return grammar_stage(kiln_grammar_matcher_new(g, gv, err, sizeof err), err);
+}
+
+struct kiln_sampler *kiln_sampler_init_grammar_lazy(const struct kiln_grammar *g, const struct kiln_grammar_vocab *gv,
+                                                    const char *const *triggers, size_t n_triggers) {
+    char err[200];
+    if (!gv) {
+        set_err("grammar: no vocabulary index (kiln_grammar_vocab_new)");
+        return NULL;
+    }
+    return grammar_stage(kiln_grammar_matcher_new_lazy(g, gv, triggers, n_triggers, err, sizeof err), err);
+}
+
+/* The first stage the candidates meet, if it is a grammar. */
+static struct kiln_sampler *leading_grammar(struct kiln_sampler *s) {
+    while (s && s->kind == ST_CHAIN) s = s->n_stages ? s->stages[0] : NULL;
+    return s && s->kind == ST_GRAMMAR ? s : NULL;
+}
+
+/* The first grammar stage that failed, anywhere in s. */
+static const struct kiln_sampler *failed_grammar(const struct kiln_sampler *s) {
+    if (s->kind == ST_GRAMMAR) return s->gm_err[0] ? s : NULL;
+    for (int i = 0; i < s->n_stages; i++) {
+        const struct kiln_sampler *f = failed_grammar(s->stages[i]);
+        if (f) return f;
+    }
+    return NULL;
+}
+
+struct kiln_grammar_matcher *kiln_sampler_grammar(struct kiln_sampler *s) {
+    if (!s) return NULL;
+    if (s->kind == ST_GRAMMAR) return s->gm;
+    for (int i = 0; i < s->n_stages; i++) {
+        struct kiln_grammar_matcher *m = kiln_sampler_grammar(s->stages[i]);
+        if (m) return m;
+    }
+    return NULL;
+}
+
 struct kiln_sampler *kiln_sampler_chain_new(void) {
     return stage_new(ST_CHAIN);
 }
@@ -260,6 +322,7 @@ void kiln_sampler_free(struct kiln_sampler *s) {
     free(s->ring);
     free(s->uniq);
     free(s->bias);
+    kiln_grammar_matcher_free(s->gm);
     free(s->cand);
     free(s->work.tmp);
     free(s->work.ra);
@@ -510,6 +573,13 @@ static void apply_stage(struct kiln_sampler *s, struct kiln_candidates *c, struc
     case ST_LOGIT_BIAS:
         apply_logit_bias(s, c);
         break;
+    case ST_GRAMMAR:
+        if (s->gm_err[0] || s->gm_prefiltered) break;
+        if (!gstage_filter(s->gm, c)) {
+            snprintf(s->gm_err, sizeof s->gm_err, "%s", kiln_grammar_matcher_error(s->gm));
+            c->size = 0;
+        }
+        break;
     }
 }
 
@@ -550,7 +620,12 @@ bool kiln_sampler_apply(struct kiln_sampler *s, struct kiln_candidates *cand) {
     for (int64_t i = 0; i < cand->size; i++) /* NaN would break the total order */
         if (isnan(cand->data[i].logit)) cand->data[i].logit = -INFINITY;
     struct samp_work w = s->work;
-    apply_stage(s, cand, &w);
+    const struct kiln_sampler *gf = failed_grammar(s);
+    if (!gf) apply_stage(s, cand, &w);
+    if (gf || (gf = failed_grammar(s))) {
+        set_err("grammar: %s", gf->gm_err);
+        return false;
+    }
     return true;
 }
 
@@ -564,14 +639,35 @@ int32_t kiln_sampler_sample(struct kiln_sampler *s, const float *logits, int64_t
         return KILN_TOKEN_NULL;
     }
     if (!reserve(s, n_vocab)) return KILN_TOKEN_NULL;
-    for (int64_t i = 0; i < n_vocab; i++) {
-        s->cand[i].id = (int32_t)i;
-        s->cand[i].logit = isnan(logits[i]) ? -INFINITY : logits[i];
-        s->cand[i].p = 0.0f;
+    struct kiln_sampler *gs = leading_grammar(s);
+    int64_t n = -2;
+    if (gs && !gs->gm_err[0]) { /* the grammar first: the list holds its allowed tokens only */
+        n = gstage_fill(gs->gm, logits, n_vocab, s->cand);
+        if (n == -1) snprintf(gs->gm_err, sizeof gs->gm_err, "%s", kiln_grammar_matcher_error(gs->gm));
+        gs->gm_prefiltered = n >= 0;
     }
-    struct kiln_candidates c = {s->cand, n_vocab, -1, false};
+    if (n < 0) {
+        n = n_vocab;
+        for (int64_t i = 0; i < n_vocab; i++) {
+            s->cand[i].id = (int32_t)i;
+            s->cand[i].logit = isnan(logits[i]) ? -INFINITY : logits[i];
+            s->cand[i].p = 0.0f;
+        }
+    }
+    struct kiln_candidates c = {s->cand, n, -1, false};
     struct samp_work w = s->work;
-    apply_stage(s, &c, &w);
+    const struct kiln_sampler *gf = failed_grammar(s);
+    if (!gf) apply_stage(s, &c, &w);
+    if (gs) gs->gm_prefiltered = false;
+    if (!gf) gf = failed_grammar(s);
+    if (gf) {
+        set_err("grammar: %s", gf->gm_err);
+        return KILN_TOKEN_NULL;
+    }
+    if (c.size == 0) {
+        set_err("the grammar allows no token here");
+        return KILN_TOKEN_NULL;
+    }
     if (c.selected < 0 || c.selected >= c.size) {
         set_err("no token selected: the sampler chain must end with greedy or dist");
         return KILN_TOKEN_NULL;
@@ -579,22 +675,31 @@ int32_t kiln_sampler_sample(struct kiln_sampler *s, const float *logits, int64_t
     return c.data[c.selected].id;
 }
 
-void kiln_sampler_accept(struct kiln_sampler *s, int32_t token) {
+static void accept(struct kiln_sampler *s, int32_t token, bool prompt) {
     if (!s || token < 0) return;
     if (s->kind == ST_CHAIN) {
-        for (int i = 0; i < s->n_stages; i++) kiln_sampler_accept(s->stages[i], token);
+        for (int i = 0; i < s->n_stages; i++) accept(s->stages[i], token, prompt);
     } else if (s->kind == ST_PENALTIES && s->last_n > 0) {
         s->ring[s->ring_head] = token;
         s->ring_head = (s->ring_head + 1) % s->last_n;
         if (s->ring_n < s->last_n) s->ring_n++;
+    } else if (s->kind == ST_GRAMMAR && !prompt && !s->gm_err[0] && !kiln_grammar_matcher_accept_token(s->gm, token)) {
+        snprintf(s->gm_err, sizeof s->gm_err, "%s", kiln_grammar_matcher_error(s->gm));
     }
 }
+
+void kiln_sampler_accept(struct kiln_sampler *s, int32_t token) { accept(s, token, false); }
+void kiln_sampler_accept_prompt(struct kiln_sampler *s, int32_t token) { accept(s, token, true); }
 
 void kiln_sampler_reset(struct kiln_sampler *s) {
     if (!s) return;
     for (int i = 0; i < s->n_stages; i++) kiln_sampler_reset(s->stages[i]);
     s->ring_n = s->ring_head = 0;
     if (s->kind == ST_DIST) samp_rng_seed(&s->rng, s->seed);
+    if (s->kind == ST_GRAMMAR) {
+        kiln_grammar_matcher_reset(s->gm);
+        s->gm_err[0] = 0;
+    }
 }
 
 uint32_t kiln_sampler_seed(const struct kiln_sampler *s) {
@@ -662,6 +767,9 @@ static void describe(const struct kiln_sampler *s, struct sbuf *b) {
         break;
     case ST_LOGIT_BIAS:
         sb_printf(b, "logit-bias(%zu)", s->n_bias);
+        break;
+    case ST_GRAMMAR:
+        sb_printf(b, "grammar");
         break;
     }
 }

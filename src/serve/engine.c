@@ -180,7 +180,7 @@ static void slot_start(struct srv_engine *e, struct srv_slot *s, struct srv_task
     s->failed = false;
     s->n_gen = 0;
     s->order = ++e->tick;
-    for (int32_t i = 0; i < t->n_prompt; i++) kiln_sampler_accept(t->smpl, t->prompt[i]);
+    for (int32_t i = 0; i < t->n_prompt; i++) kiln_sampler_accept_prompt(t->smpl, t->prompt[i]); /* not the grammar's */
     pthread_mutex_lock(&t->mu);
     t->n_cached = keep;
     t->slot = s->id;
@@ -266,7 +266,9 @@ static void slot_sample(struct srv_engine *e, struct srv_slot *s, const float *l
     }
     int32_t tok = logits ? kiln_sampler_sample(t->smpl, logits, e->n_vocab) : KILN_TOKEN_NULL;
     if (tok < 0) {
-        task_fail(t, 500, "sampling failed");
+        char msg[320];
+        snprintf(msg, sizeof msg, "sampling failed: %s", kiln_sampler_last_error());
+        task_fail(t, 500, msg);
         s->failed = true;
         slot_release(e, s, true);
         return;

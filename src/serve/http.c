@@ -305,6 +305,7 @@ bool kiln_server_attach(struct kiln_server *s, const struct kiln_model *model, s
     const char *base = strrchr(model_path, '/');
     snprintf(s->model_id, sizeof s->model_id, "%s", base ? base + 1 : model_path);
     s->model_path = strdup(model_path);
+    if (!(s->grammars = srv_grammars_new(s->vocab, err, errlen))) return false;
     s->engine = srv_engine_new(model, ctx, &s->p, err, errlen);
     if (s->engine) srv_engine_set_metrics(s->engine, s->metrics); /* before /health turns 200: no task yet */
     if (!s->engine || !s->model_path) {
@@ -330,6 +331,7 @@ void kiln_server_stop(struct kiln_server *s) {
     for (int i = 0; i < 300 && atomic_load(&s->in_flight) > 0; i++) nanosleep(&(struct timespec){0, 10000000L}, NULL);
     MHD_stop_daemon(s->daemon);                    /* closes connections, joins their threads */
     srv_engine_free(s->engine);
+    srv_grammars_free(s->grammars);
     srv_metrics_free(s->metrics);
     free(s->model_path);
     free(s);

@@ -115,7 +115,8 @@ int cmd_chat(int argc, char **argv) {
                    "A conversation on stdin/stdout: one user message per line; each reply ends with a\n"
                    "newline. Works interactively and with a pipe. The model's tokenizer.chat_template\n"
                    "picks the format (ChatML when there is none); --template NAME overrides it\n"
-                   "(chatml, llama2, llama3, mistral-v7, phi3, gemma, zephyr, deepseek, ...).\n%s%s",
+                   "(chatml, llama2, llama3, mistral-v7, phi3, gemma, zephyr, deepseek, ...). With a\n"
+                   "grammar or a JSON schema, every reply is held to it from its start.\n%s%s",
                    model_args_help(), gen_args_help());
             return EXIT_OK;
         } else if (!strcmp(o, "--template")) {
@@ -133,16 +134,19 @@ int cmd_chat(int argc, char **argv) {
         if (tmpl == KILN_CHAT_UNKNOWN) return tool_usage_error(cmd, "unknown chat template '%s'", tmpl_name);
     }
 
-    int rc = EXIT_RUNTIME;
+    int rc = gen_args_prepare(&ga, cmd);
+    if (rc != EXIT_OK) return rc;
+    rc = EXIT_RUNTIME;
     struct conversation conv = {0};
     struct kiln_batch batch = {0};
-    struct kiln_sampler *smpl = gen_args_sampler(&ga, cmd);
+    struct kiln_sampler *smpl = NULL;
     char *line = NULL;
     size_t line_cap = 0;
     struct gen_out cache = {0}; /* the ids the KV cache holds, in order */
-    if (!smpl || !model_args_load(&ma, cmd, 0)) goto done;
+    if (!model_args_load(&ma, cmd, 0)) goto done;
     if (!tmpl_name) tmpl = kiln_model_chat_template(ma.model, NULL);
     const struct kiln_vocab *v = kiln_model_vocab(ma.model);
+    if (!(smpl = gen_args_sampler(&ga, cmd, v))) goto done;
     const int64_t n_vocab = kiln_model_hparams(ma.model)->n_vocab;
     batch = kiln_batch_init(model_args_n_batch(&ma)); /* longer turns are decoded in chunks */
     if (!batch.capacity) goto done;
@@ -214,6 +218,7 @@ done:
     conv_free(&conv);
     kiln_batch_free(&batch);
     kiln_sampler_free(smpl);
+    gen_args_free(&ga);
     model_args_free(&ma);
     return rc;
 }

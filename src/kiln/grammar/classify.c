@@ -40,45 +40,70 @@ static bool add_unc(struct walk_out *o, int32_t tok, uint64_t em) {
 
 static inline uint64_t exit_bit(int32_t d) { return d >= 63 ? 1ull << 63 : 1ull << d; }
 
-/* Walk the trie from the single stack (EXIT, q). */
+/* Walk the trie from the single stack (EXIT, q). The hot loop reads each node's
+ * transition from the memo table of its parent's configuration (nxt[d]), and the
+ * configuration's flags from a byte per configuration; the machine is asked only
+ * for transitions not seen yet. */
 static bool walk(struct gsm *m, const struct kiln_grammar_vocab *gv, int32_t q, struct walk_out *o) {
     int32_t cfg[G_MAX_TOKEN + 1];
+    const int32_t *nxt[G_MAX_TOKEN + 1];
     uint64_t exits[G_MAX_TOKEN + 1];
+    uint8_t *flags = NULL; /* per configuration: 1 live, 2 has_exit; grown with the machine */
+    int32_t n_flags = 0;
+    bool ok = false;
     cfg[0] = gsm_cfg_single(m, gsm_node(m, GS_EXIT, q));
     exits[0] = 0;
-    if (cfg[0] < 0) return false;
-    const uint8_t *nbyte = gv->nbyte;
+    if (cfg[0] < 0 || gsm_step_slow(m, cfg[0], 0) < 0) return false; /* allocates its memo table */
+    nxt[0] = m->cfgs[cfg[0]].next;
+    const uint8_t *nbyte = gv->nbyte, *cls = m->g->byte_class;
     const uint16_t *ndepth = gv->ndepth;
     const uint32_t *nend = gv->nend;
     const int32_t *ntok = gv->ntok;
     for (int32_t i = 0; i < gv->n_nodes;) {
         const int32_t d = ndepth[i];
-        const int32_t c = gsm_step(m, cfg[d - 1], nbyte[i]);
-        if (c < 0) return false;
-        const struct gsm_cfg *C = &m->cfgs[c];
-        const uint64_t em = exits[d - 1] | (C->has_exit ? exit_bit(d) : 0);
+        int32_t c = nxt[d - 1][cls[nbyte[i]]];
+        if (c < 0) {
+            c = gsm_step_slow(m, cfg[d - 1], nbyte[i]);
+            if (c < 0) goto done;
+            nxt[d - 1] = m->cfgs[cfg[d - 1]].next;
+        }
+        if (c >= n_flags) { /* flags of the configurations made since */
+            int32_t n = m->n_cfgs;
+            uint8_t *nf = realloc(flags, (size_t)n);
+            if (!nf) goto done;
+            flags = nf;
+            for (int32_t k = n_flags; k < n; k++) flags[k] = (uint8_t)(m->cfgs[k].live | m->cfgs[k].has_exit << 1);
+            n_flags = n;
+        }
+        const uint8_t f = flags[c];
+        const uint64_t em = exits[d - 1] | (f & 2 ? exit_bit(d) : 0);
         if (ntok[i] >= 0) {
-            if (C->live || C->has_exit) {
+            if (f) {
                 for (int32_t t = ntok[i]; t >= 0; t = gv->dup[t]) o->bits[t >> 6] |= 1ull << (t & 63), o->n_acc++;
             } else if (exits[d - 1]) {
                 for (int32_t t = ntok[i]; t >= 0; t = gv->dup[t])
-                    if (!add_unc(o, t, exits[d - 1])) return false;
+                    if (!add_unc(o, t, exits[d - 1])) goto done;
             }
         }
-        if (!C->live) {
+        if (!(f & 1)) {
             /* nothing goes on inside the rule: every longer token here is uncertain or rejected */
             if (em)
                 for (uint32_t j = (uint32_t)i + 1; j < nend[i]; j++)
                     for (int32_t t = ntok[j]; t >= 0; t = gv->dup[t])
-                        if (!add_unc(o, t, em)) return false;
+                        if (!add_unc(o, t, em)) goto done;
             i = (int32_t)nend[i];
             continue;
         }
+        if (!m->cfgs[c].next && gsm_step_slow(m, c, nbyte[i]) < 0) goto done; /* give c its memo table */
         cfg[d] = c;
+        nxt[d] = m->cfgs[c].next;
         exits[d] = em;
         i++;
     }
-    return true;
+    ok = true;
+done:
+    free(flags);
+    return ok;
 }
 
 static struct gclass *classify(struct gcache *c, const struct kiln_grammar_vocab *gv, int32_t q) {

@@ -19,8 +19,8 @@
 
 #define G_MAX_TEXT ((size_t)4 << 20) /* grammar or schema text */
 #define G_MAX_REP 100000              /* a {m,n} bound */
-#define G_MAX_NFA (1 << 21)           /* automaton states before determinization, all rules */
-#define G_MAX_DFA (1 << 18)           /* states after it */
+#define G_MAX_NFA (1 << 20)           /* automaton states before determinization, all rules */
+#define G_MAX_DFA (1 << 17)           /* states after it */
 #define G_MAX_DEPTH 256               /* nesting of groups / JSON values */
 #define G_MAX_TOKEN 1024              /* longest token kept in the index (bytes) */
 
