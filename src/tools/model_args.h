@@ -79,6 +79,10 @@ struct gen_out {
 int64_t generate(const char *cmd, struct kiln_context *ctx, const struct kiln_vocab *v, struct kiln_sampler *s,
                  int32_t n_past, int n_predict, FILE *stream, struct gen_out *out);
 void gen_out_free(struct gen_out *out);
+
+/* `kiln bench --json-schema FILE` / `--grammar-file FILE` (bench_grammar.c): n tokens without
+ * and with the grammar, reps times after a warm-up; an exit code. */
+int bench_grammar(struct model_args *ma, const char *cmd, const char *path, bool schema, int n, int reps, bool json);
 bool gen_push_id(struct gen_out *out, int32_t tok);
 
 #endif

@@ -486,8 +486,10 @@ static bool parse_rule(struct gp *p) {
     int32_t r = rule_id(p, p->s + start, p->i - start, line, col);
     if (r < 0) return fail(p, "out of memory");
     struct grule *rule = &p->t->rules[r];
-    if (rule->node >= 0)
+    if (rule->node >= 0) {
+        p->line = line, p->col = col; /* the message points at the second definition's name */
         return fail(p, "rule '%s' is already defined at line %d", rule->name, (int)rule->line);
+    }
     space(p, false);
     if (!(peek(p) == ':' && peek_at(p, 1) == ':' && peek_at(p, 2) == '=')) return fail(p, "expected '::=' after '%s'", rule->name);
     adv(p), adv(p), adv(p);

@@ -118,14 +118,21 @@ static bool cs_shorthand(struct cset *c, int e) {
 
 /* ------------------------------------------------------------------ JSON text of characters */
 
+static const char *short_escape(uint32_t cp) {
+    return cp == '\b' ? "b" : cp == '\f' ? "f" : cp == '\n' ? "n" : cp == '\r' ? "r" : cp == '\t' ? "t" : NULL;
+}
+
 static void json_char(struct sb *b, uint32_t cp) {
     uint8_t u[4];
     if (cp == '"') sb_str(b, "\"\\\\\\\"\"");       /* the text \" */
     else if (cp == '\\') sb_str(b, "\"\\\\\\\\\""); /* the text \\ */
-    else if (cp < 0x20) {
-        const char *s = cp == '\b' ? "b" : cp == '\f' ? "f" : cp == '\n' ? "n" : cp == '\r' ? "r" : cp == '\t' ? "t" : NULL;
-        if (s) sb_printf(b, "\"\\\\%s\"", s);
-        else sb_printf(b, "\"\\\\u%04x\"", cp);
+    else if (cp < 0x20) { /* \u00XX in either case, and the short escape where JSON has one */
+        unsigned d = cp & 15;
+        sb_printf(b, "(\"\\\\u00%u\" [%x", (unsigned)(cp >> 4), d);
+        if (d > 9) sb_printf(b, "%X", d);
+        sb_str(b, "]");
+        if (short_escape(cp)) sb_printf(b, " | \"\\\\%s\"", short_escape(cp));
+        sb_str(b, ")");
     } else {
         int n = gutf8_encode(cp, u);
         sb_literal(b, (const char *)u, (size_t)n);
@@ -160,19 +167,21 @@ void json_chars_gbnf(struct sb *b, const uint32_t *r, int n) {
             if (hi > a) sb_str(&cls, "-"), sb_class_char(&cls, hi);
         }
     }
-    int alts = (cls.n > 0) + quote + bslash + (ctl != 0);
+    int alts = (cls.n > 0) + quote + bslash + (ctl != 0) * 2;
     if (alts > 1) sb_str(b, "(");
     if (cls.n > 0) sb_printf(b, "[%s]", cls.s), parts++;
     if (quote) sb_printf(b, "%s\"\\\\\\\"\"", parts++ ? " | " : "");
     if (bslash) sb_printf(b, "%s\"\\\\\\\\\"", parts++ ? " | " : "");
-    for (int hi4 = 0; hi4 < 2; hi4++) { /* \u000X and \u001X, the last digit as a class */
+    for (int hi4 = 0; hi4 < 2; hi4++) { /* \u000X and \u001X, the last digit as a class (either case) */
         uint32_t m = (ctl >> (16 * hi4)) & 0xFFFF;
         if (!m) continue;
         sb_printf(b, "%s\"\\\\u00%d\" [", parts++ ? " | " : "", hi4);
         for (int d = 0; d < 16; d++)
-            if (m >> d & 1) sb_printf(b, "%x", d);
+            if (m >> d & 1) sb_printf(b, d > 9 ? "%x%X" : "%x", d, d);
         sb_str(b, "]");
     }
+    for (uint32_t c = 0; c < 0x20; c++) /* and the short escapes: \n \t ... */
+        if (ctl >> c & 1 && short_escape(c)) sb_printf(b, "%s\"\\\\%s\"", parts++ ? " | " : "", short_escape(c));
     if (alts > 1) sb_str(b, ")");
     if (alts == 0) sb_str(b, "[^\\x00-\\U0010FFFF]"); /* never taken: callers refuse empty sets */
     sb_free(&cls);
