@@ -1,17 +1,38 @@
 #!/usr/bin/env bash
-# Fuzz kiln's GGUF reader (and legacy GGML/GGMF/GGJT reader) with libFuzzer under ASan+UBSan (clang).
-#   scripts/fuzz.sh [SECONDS]    (default 1800; KILN_SHARED overrides ../shared)
-# Builds build-gguf-fuzz/fuzz_gguf, makes a seed corpus from ../shared (the first
+# Fuzz kiln with libFuzzer under ASan+UBSan (clang).
+#   scripts/fuzz.sh [SECONDS] [TARGET]   (default 1800 s, target gguf; KILN_SHARED overrides ../shared)
+# TARGET gguf: kiln's GGUF reader (and legacy GGML/GGMF/GGJT reader). Builds
+# build-gguf-fuzz/fuzz_gguf, makes a seed corpus from ../shared (the first
 # 64 KiB of every model and vocabulary file, plus a miniature of each file: all
 # of its metadata with arrays cut to 8 elements and every tensor cut to one row
 # of one block, so that seeds reach tensor validation), then runs one fuzzing
 # process at nice 19. Crashing inputs land in fuzz-corpus/gguf-artifacts/; copy
 # them to tests/data/gguf-crashes/, where test_gguf_bad opens each one.
+# TARGET grammar: the GBNF parser, the JSON Schema converter and the mask engine
+# (tests/fuzz/fuzz_grammar.c), from the seeds in tests/data/grammar-fuzz/ with
+# tests/fuzz/grammar.dict. Crashes land in fuzz-corpus/grammar-artifacts/; copy
+# them to tests/data/grammar-fuzz/, where test_grammar_fuzz runs each one. A
+# short run (CI): scripts/fuzz.sh 60 grammar
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-1800}
+target=${2:-gguf}
 shared=${KILN_SHARED:-../shared}
 build=build-gguf-fuzz
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+if [ "$target" = grammar ]; then
+  cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DKILN_FUZZ=ON -DKILN_SANITIZE=ON >/dev/null
+  cmake --build "$build" -j2 --target fuzz_grammar
+  corpus=fuzz-corpus/grammar arts=fuzz-corpus/grammar-artifacts
+  mkdir -p "$corpus" "$arts"
+  # -timeout: a grammar near the size limits takes a second to be refused; a loaded
+  # machine starves a nice 19 process for more
+  exec nice -n 19 "$build"/fuzz_grammar -max_total_time="$secs" -max_len=4096 -rss_limit_mb=2048 -timeout=60 \
+    -dict=tests/fuzz/grammar.dict -print_final_stats=1 -artifact_prefix="$arts/" "$corpus" tests/data/grammar-fuzz
+fi
+[ "$target" = gguf ] || { echo "fuzz.sh: unknown target '$target' (gguf, grammar)" >&2; exit 2; }
 
 cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DKILN_FUZZ=ON -DKILN_SANITIZE=ON >/dev/null
@@ -111,6 +132,5 @@ echo "seeds: $(ls "$seeds" | wc -l) files in $seeds"
 
 # -timeout is generous: on a loaded machine a nice 19 process can be starved for
 # seconds (a first run reported 10 s "timeouts" on inputs that parse in 1 us).
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 nice -n 19 "$build"/fuzz_gguf -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -timeout=120 \
   -print_final_stats=1 -artifact_prefix="$arts/" "$corpus" "$seeds"

@@ -221,6 +221,11 @@ struct kiln_grammar_vocab {
     size_t n_words; /* mask words: (n_vocab + 63) / 64 */
 };
 
+/* An index over given token bytes (tests, fuzzing): token i is pieces[i] (lens[i] bytes;
+ * NULL: not text), token eog ends generation (-1: none). */
+struct kiln_grammar_vocab *gvocab_from_pieces(const char *const *pieces, const size_t *lens, int32_t n, int32_t eog,
+                                              char *err, size_t errlen);
+
 /* ------------------------------------------------------------------ token classes (classify.c) */
 
 /* What tokens do from one state when its rule runs alone: accepted (the token

@@ -40,12 +40,11 @@ void kiln_grammar_vocab_free(struct kiln_grammar_vocab *gv) {
     free(gv);
 }
 
-struct kiln_grammar_vocab *kiln_grammar_vocab_new(const struct kiln_vocab *v, char *err, size_t errlen) {
-    if (!v) {
-        kiln_errf(err, errlen, "no vocabulary");
-        return NULL;
-    }
-    const int32_t n = kiln_vocab_n_tokens(v);
+/* The index from each token's kind and bytes (get fills piece, returns its length, or
+ * -1 for a token that is no text; eog marks end-of-generation ids). */
+typedef int64_t (*piece_fn)(const void *src, int32_t id, uint8_t *piece, size_t cap, bool *eog);
+
+static struct kiln_grammar_vocab *build(const void *src, int32_t n, piece_fn get, char *err, size_t errlen) {
     struct kiln_grammar_vocab *gv = calloc(1, sizeof *gv);
     struct sorted_tok *st = NULL;
     uint8_t piece[G_MAX_TOKEN];
@@ -60,20 +59,18 @@ struct kiln_grammar_vocab *kiln_grammar_vocab_new(const struct kiln_vocab *v, ch
     size_t cap = (size_t)n * 8, used = 0;
     gv->bytes = malloc(cap);
     if (!gv->off || !gv->kind || !gv->dup || !gv->eog || !st || !gv->bytes) goto oom;
-    const uint32_t skip = KILN_TOKEN_ATTR_CONTROL | KILN_TOKEN_ATTR_UNKNOWN | KILN_TOKEN_ATTR_UNUSED;
     for (int32_t id = 0; id < n; id++) {
         gv->off[id] = (uint32_t)used;
         gv->dup[id] = -1;
-        bool eog = kiln_vocab_is_eog(v, id);
+        bool eog = false;
+        int64_t len = get(src, id, piece, sizeof piece, &eog);
         if (eog) {
             gv->kind[id] = GTOK_EOG;
             gv->eog[gv->n_eog++] = id;
             continue;
         }
-        if (kiln_vocab_attr(v, id) & skip) continue; /* never text: control tokens render as nothing */
-        int64_t len = kiln_token_to_piece(v, id, (char *)piece, sizeof piece, false);
-        if (len <= 0) continue; /* empty, or longer than G_MAX_TOKEN */
-        if (used + (size_t)len > cap || used + (size_t)len > UINT32_MAX) {
+        if (len <= 0) continue; /* no text, empty, or longer than G_MAX_TOKEN */
+        if (used + (size_t)len > cap) {
             if (used + (size_t)len > UINT32_MAX) goto oom;
             while (used + (size_t)len > cap) cap *= 2;
             uint8_t *nb = realloc(gv->bytes, cap);
@@ -131,6 +128,42 @@ oom:
     kiln_grammar_vocab_free(gv);
     kiln_errf(err, errlen, "out of memory indexing the vocabulary for grammars");
     return NULL;
+}
+
+static int64_t vocab_piece(const void *src, int32_t id, uint8_t *piece, size_t cap, bool *eog) {
+    const struct kiln_vocab *v = src;
+    if ((*eog = kiln_vocab_is_eog(v, id))) return 0;
+    /* never text: control tokens render as nothing */
+    if (kiln_vocab_attr(v, id) & (KILN_TOKEN_ATTR_CONTROL | KILN_TOKEN_ATTR_UNKNOWN | KILN_TOKEN_ATTR_UNUSED)) return -1;
+    return kiln_token_to_piece(v, id, (char *)piece, cap, false);
+}
+
+struct kiln_grammar_vocab *kiln_grammar_vocab_new(const struct kiln_vocab *v, char *err, size_t errlen) {
+    if (!v) {
+        kiln_errf(err, errlen, "no vocabulary");
+        return NULL;
+    }
+    return build(v, kiln_vocab_n_tokens(v), vocab_piece, err, errlen);
+}
+
+struct pieces {
+    const char *const *p;
+    const size_t *len;
+    int32_t eog;
+};
+
+static int64_t list_piece(const void *src, int32_t id, uint8_t *piece, size_t cap, bool *eog) {
+    const struct pieces *ps = src;
+    if ((*eog = id == ps->eog)) return 0;
+    if (!ps->p[id] || ps->len[id] > cap) return -1;
+    memcpy(piece, ps->p[id], ps->len[id]);
+    return (int64_t)ps->len[id];
+}
+
+struct kiln_grammar_vocab *gvocab_from_pieces(const char *const *pieces, const size_t *lens, int32_t n, int32_t eog,
+                                              char *err, size_t errlen) {
+    struct pieces ps = {pieces, lens, eog};
+    return build(&ps, n, list_piece, err, errlen);
 }
 
 int32_t kiln_grammar_vocab_n_tokens(const struct kiln_grammar_vocab *gv) { return gv ? gv->n_vocab : 0; }
