@@ -13,6 +13,10 @@
 
 /* ------------------------------------------------------------------ subset construction */
 
+struct cedge {
+    int32_t lo, hi, to; /* a byte edge: classes lo..hi lead to NFA state to */
+};
+
 struct dfa_build {
     const struct nfa *a;
     int32_t n_classes;
@@ -30,10 +34,13 @@ struct dfa_build {
     struct gcall *calls;
     int32_t *call_off, *call_n; /* per state into calls */
     int32_t n_calls, cap_calls;
-    /* scratch */
-    int32_t *mark; /* per NFA state: stamp */
+    /* scratch, one entry per NFA state each */
+    int32_t *mark; /* stamp of the last pass that met the state */
     int32_t stamp;
     int32_t *buf, *stack;
+    struct cedge *e; /* the byte edges of one DFA state */
+    int32_t *cut;    /* where their class ranges start and end */
+    int32_t cap_e;
     bool too_big;
 };
 
@@ -163,28 +170,47 @@ static int32_t determinize(struct dfa_build *d, int32_t rule, int32_t start, int
     int32_t first = d->n_states;
     int32_t s0 = intern_set(d, closure(d, 1), rule, final);
     if (s0 < 0) return -1;
-    int32_t *tmp = d->stack; /* reused: move sets are built in buf via this list */
-    (void)tmp;
     for (int32_t s = first; s < d->n_states; s++) {
-        /* byte classes: which NFA states each class reaches */
-        for (int32_t c = 0; c < d->n_classes; c++) {
-            int32_t n = 0;
-            const int32_t off = d->set_off[s], cnt = d->set_n[s];
-            for (int32_t i = 0; i < cnt; i++) {
-                for (int32_t e = a->first[d->pool[off + i]]; e >= 0; e = a->edges[e].next) {
-                    const struct nedge *ed = &a->edges[e];
-                    if (ed->kind != NE_BYTE || d->byte_class[ed->lo] > c || d->byte_class[ed->hi] < c) continue;
-                    d->buf[n++] = ed->to;
+        /* the byte edges of the set, in class units; the set of targets changes only at
+         * a class where an edge starts or ends, so each stretch between two such classes
+         * is determinized once (wide character classes are one stretch, not dozens) */
+        const int32_t off = d->set_off[s], cnt = d->set_n[s];
+        int32_t n_e = 0, n_cut = 0;
+        for (int32_t i = 0; i < cnt; i++)
+            for (int32_t e = a->first[d->pool[off + i]]; e >= 0; e = a->edges[e].next) {
+                const struct nedge *ed = &a->edges[e];
+                if (ed->kind != NE_BYTE) continue;
+                if (n_e == d->cap_e) {
+                    int32_t cap = d->cap_e ? d->cap_e * 2 : 256;
+                    struct cedge *ne = realloc(d->e, sizeof *ne * (size_t)cap);
+                    int32_t *nc = realloc(d->cut, sizeof *nc * (size_t)(2 * cap + 2));
+                    if (ne) d->e = ne;
+                    if (nc) d->cut = nc;
+                    if (!ne || !nc) return -1;
+                    d->cap_e = cap;
                 }
+                d->e[n_e++] = (struct cedge){d->byte_class[ed->lo], d->byte_class[ed->hi], ed->to};
+                d->cut[n_cut++] = d->byte_class[ed->lo];
+                d->cut[n_cut++] = d->byte_class[ed->hi] + 1;
             }
+        qsort(d->cut, (size_t)n_cut, sizeof *d->cut, cmp_i32);
+        for (int32_t k = 0; k + 1 < n_cut; k++) {
+            const int32_t c0 = d->cut[k], c1 = d->cut[k + 1];
+            if (c0 == c1) continue;
+            int32_t n = 0;
+            d->stamp++; /* each target once */
+            for (int32_t i = 0; i < n_e; i++)
+                if (d->e[i].lo <= c0 && c0 <= d->e[i].hi && d->mark[d->e[i].to] != d->stamp) {
+                    d->mark[d->e[i].to] = d->stamp;
+                    d->buf[n++] = d->e[i].to;
+                }
             if (n == 0) continue;
             int32_t t = intern_set(d, closure(d, n), rule, final);
             if (t < 0) return -1;
-            d->trans[(size_t)s * (size_t)d->n_classes + (size_t)c] = t;
+            for (int32_t c = c0; c < c1; c++) d->trans[(size_t)s * (size_t)d->n_classes + (size_t)c] = t;
         }
         /* calls: one edge per called rule, to the set its returns reach */
         d->call_off[s] = d->n_calls;
-        const int32_t off = d->set_off[s], cnt = d->set_n[s];
         for (int32_t i = 0; i < cnt; i++) {
             for (int32_t e = a->first[d->pool[off + i]]; e >= 0; e = a->edges[e].next) {
                 const struct nedge *ed = &a->edges[e];
@@ -193,9 +219,12 @@ static int32_t determinize(struct dfa_build *d, int32_t rule, int32_t start, int
                 for (int32_t k = d->call_off[s]; k < d->n_calls; k++) done |= d->calls[k].rule == ed->rule;
                 if (done) continue;
                 int32_t n = 0;
+                d->stamp++;
                 for (int32_t j = 0; j < cnt; j++)
                     for (int32_t e2 = a->first[d->pool[off + j]]; e2 >= 0; e2 = a->edges[e2].next)
-                        if (a->edges[e2].kind == NE_CALL && a->edges[e2].rule == ed->rule) d->buf[n++] = a->edges[e2].to;
+                        if (a->edges[e2].kind == NE_CALL && a->edges[e2].rule == ed->rule &&
+                            d->mark[a->edges[e2].to] != d->stamp)
+                            d->mark[a->edges[e2].to] = d->stamp, d->buf[n++] = a->edges[e2].to;
                 int32_t t = intern_set(d, closure(d, n), rule, final);
                 if (t < 0 || !add_call(d, ed->rule, t)) return -1;
             }
@@ -219,6 +248,8 @@ static void dfa_free(struct dfa_build *d) {
     free(d->mark);
     free(d->buf);
     free(d->stack);
+    free(d->e);
+    free(d->cut);
 }
 
 /* ------------------------------------------------------------------ checks on the automata */

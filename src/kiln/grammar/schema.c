@@ -148,6 +148,13 @@ const char *sc_add_prim(struct conv *c, const char *as, const char *which) {
     return n;
 }
 
+/* A schema that is just a primitive uses the shared rule (named for the primitive), as
+ * llama.cpp does: every string property then runs through one `string` rule, whose
+ * token classes are computed once for them all. The root gets a rule of its own. */
+static const char *visit_prim(struct conv *c, const char *rule_name, const char *which) {
+    return sc_add_prim(c, !strcmp(rule_name, "root") ? "root" : which, which);
+}
+
 static bool reserved(const char *name) {
     return !strcmp(name, "root") || !strcmp(name, "space") || prim_index(name) >= 0;
 }
@@ -343,7 +350,7 @@ static const char *visit_string(struct conv *c, const struct jval *s, const char
         sc_repetition(&b, ch, min, max, NULL);
         sb_str(&b, " \"\\\"\"");
     } else {
-        return sc_add_prim(c, rule_name, "string");
+        return visit_prim(c, rule_name, "string");
     }
     r = b.oom ? sc_fail(c, path, "out of memory") : sc_add_rule(c, rule_name, b.s);
     sb_free(&b);
@@ -385,7 +392,7 @@ static const char *visit_number(struct conv *c, const struct jval *s, bool integ
         !get_bound(c, s, "maximum", integer, false, &hi, path) ||
         !get_bound(c, s, "exclusiveMaximum", integer, false, &hi, path))
         return NULL;
-    if (!lo.set && !hi.set) return sc_add_prim(c, rule_name, integer ? "integer" : "number");
+    if (!lo.set && !hi.set) return visit_prim(c, rule_name, integer ? "integer" : "number");
     struct sb b = {0};
     char err[200];
     if (!number_range_gbnf(lo, hi, integer, &b, err, sizeof err)) {
@@ -481,8 +488,8 @@ static const char *visit_typed(struct conv *c, const struct jval *s, const char 
     if (!strcmp(type, "string")) return visit_string(c, s, rule_name, path);
     if (!strcmp(type, "integer")) return visit_number(c, s, true, rule_name, path);
     if (!strcmp(type, "number")) return visit_number(c, s, false, rule_name, path);
-    if (!strcmp(type, "boolean")) return sc_add_prim(c, rule_name, "boolean");
-    if (!strcmp(type, "null")) return sc_add_prim(c, rule_name, "null");
+    if (!strcmp(type, "boolean")) return visit_prim(c, rule_name, "boolean");
+    if (!strcmp(type, "null")) return visit_prim(c, rule_name, "null");
     return sc_fail(c, path, "unknown type '%.40s'", type);
 }
 
