@@ -77,20 +77,24 @@ static bool walk(struct gsm *m, const struct kiln_grammar_vocab *gv, int32_t q, 
         }
         const uint8_t f = flags[c];
         const uint64_t em = exits[d - 1] | (f & 2 ? exit_bit(d) : 0);
-        if (ntok[i] >= 0) {
-            if (f) {
-                for (int32_t t = ntok[i]; t >= 0; t = gv->dup[t]) o->bits[t >> 6] |= 1ull << (t & 63), o->n_acc++;
-            } else if (exits[d - 1]) {
-                for (int32_t t = ntok[i]; t >= 0; t = gv->dup[t])
-                    if (!add_unc(o, t, exits[d - 1])) goto done;
+        const int32_t tk = ntok[i];
+        if (tk >= 0) { /* one token ends here (the usual case) */
+            if (f) o->bits[tk >> 6] |= 1ull << (tk & 63), o->n_acc++;
+            else if (exits[d - 1] && !add_unc(o, tk, exits[d - 1])) goto done;
+        } else if (tk < -1) { /* several tokens with these bytes */
+            for (const int32_t *t = gv->dups + (-2 - tk); *t >= 0; t++) {
+                if (f) o->bits[*t >> 6] |= 1ull << (*t & 63), o->n_acc++;
+                else if (exits[d - 1] && !add_unc(o, *t, exits[d - 1])) goto done;
             }
         }
         if (!(f & 1)) {
             /* nothing goes on inside the rule: every longer token here is uncertain or rejected */
             if (em)
-                for (uint32_t j = (uint32_t)i + 1; j < nend[i]; j++)
-                    for (int32_t t = ntok[j]; t >= 0; t = gv->dup[t])
-                        if (!add_unc(o, t, em)) goto done;
+                for (uint32_t j = (uint32_t)i + 1; j < nend[i]; j++) {
+                    if (ntok[j] >= 0 && !add_unc(o, ntok[j], em)) goto done;
+                    for (const int32_t *t = ntok[j] < -1 ? gv->dups + (-2 - ntok[j]) : NULL; t && *t >= 0; t++)
+                        if (!add_unc(o, *t, em)) goto done;
+                }
             i = (int32_t)nend[i];
             continue;
         }

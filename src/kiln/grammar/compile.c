@@ -55,8 +55,13 @@ static int cmp_i32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* epsilon closure of buf[0..n) in place (buf has room for every NFA state), sorted */
-static int32_t closure(struct dfa_build *d, int32_t n) {
+/* Epsilon closure of buf[0..n) in place (buf has room for every NFA state), sorted,
+ * keeping only the states that matter for what comes next: those with a byte or call
+ * edge, and the rule's final state (it makes the DFA state accepting). Junctions of
+ * epsilon edges alone are left out, so that a loop's head is the same DFA state
+ * before and after each turn (Thompson's construction reaches it through different
+ * junctions). */
+static int32_t closure(struct dfa_build *d, int32_t n, int32_t final) {
     const struct nfa *a = d->a;
     d->stamp++;
     int32_t sp = 0;
@@ -68,14 +73,17 @@ static int32_t closure(struct dfa_build *d, int32_t n) {
     n = 0;
     while (sp > 0) {
         int32_t s = d->stack[--sp];
-        d->buf[n++] = s;
+        bool keep = s == final;
         for (int32_t e = a->first[s]; e >= 0; e = a->edges[e].next) {
             const struct nedge *ed = &a->edges[e];
-            if (ed->kind == NE_EPS && d->mark[ed->to] != d->stamp) {
+            if (ed->kind != NE_EPS) {
+                keep = true;
+            } else if (d->mark[ed->to] != d->stamp) {
                 d->mark[ed->to] = d->stamp;
                 d->stack[sp++] = ed->to;
             }
         }
+        if (keep) d->buf[n++] = s;
     }
     qsort(d->buf, (size_t)n, sizeof *d->buf, cmp_i32);
     return n;
@@ -168,7 +176,7 @@ static int32_t determinize(struct dfa_build *d, int32_t rule, int32_t start, int
     const struct nfa *a = d->a;
     d->buf[0] = start;
     int32_t first = d->n_states;
-    int32_t s0 = intern_set(d, closure(d, 1), rule, final);
+    int32_t s0 = intern_set(d, closure(d, 1, final), rule, final);
     if (s0 < 0) return -1;
     for (int32_t s = first; s < d->n_states; s++) {
         /* the byte edges of the set, in class units; the set of targets changes only at
@@ -205,7 +213,7 @@ static int32_t determinize(struct dfa_build *d, int32_t rule, int32_t start, int
                     d->buf[n++] = d->e[i].to;
                 }
             if (n == 0) continue;
-            int32_t t = intern_set(d, closure(d, n), rule, final);
+            int32_t t = intern_set(d, closure(d, n, final), rule, final);
             if (t < 0) return -1;
             for (int32_t c = c0; c < c1; c++) d->trans[(size_t)s * (size_t)d->n_classes + (size_t)c] = t;
         }
@@ -225,7 +233,7 @@ static int32_t determinize(struct dfa_build *d, int32_t rule, int32_t start, int
                         if (a->edges[e2].kind == NE_CALL && a->edges[e2].rule == ed->rule &&
                             d->mark[a->edges[e2].to] != d->stamp)
                             d->mark[a->edges[e2].to] = d->stamp, d->buf[n++] = a->edges[e2].to;
-                int32_t t = intern_set(d, closure(d, n), rule, final);
+                int32_t t = intern_set(d, closure(d, n, final), rule, final);
                 if (t < 0 || !add_call(d, ed->rule, t)) return -1;
             }
         }

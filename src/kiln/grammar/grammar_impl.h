@@ -209,14 +209,16 @@ struct kiln_grammar_vocab {
     int32_t *eog;     /* end-of-generation ids */
     int32_t n_eog;
     /* the text tokens as a trie in preorder: node i adds byte nbyte[i] at depth
-     * ndepth[i] (1-based); its subtree ends before nend[i]; ntok[i] is the first
-     * token whose bytes end there (-1 none), further ones follow dup[] */
+     * ndepth[i] (1-based); its subtree ends before nend[i]; ntok[i] is the token
+     * whose bytes end there (>= 0), -1 for none, or -2 - k when several tokens have
+     * those bytes: they are dups[k], dups[k+1] ... up to a -1 */
     int32_t n_nodes;
     uint8_t *nbyte;
     uint16_t *ndepth;
     uint32_t *nend;
     int32_t *ntok;
-    int32_t *dup; /* n_vocab: next token with the same bytes, -1 */
+    int32_t *dups;
+    int32_t n_dups;
     int32_t max_depth;
     size_t n_words; /* mask words: (n_vocab + 63) / 64 */
 };

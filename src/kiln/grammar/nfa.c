@@ -192,19 +192,22 @@ bool nfa_plan(const struct gtree *t, int32_t root, uint8_t *inl, char *err, size
         }
     }
     for (int32_t i = 0; i < nr; i++) ml[i] = rec[i] ? MAXLEN_INF : -2;
-    /* inline the non-recursive rules used once, and the ones no longer than a character or
-     * two (char, hex digits): a rule used in many places keeps one automaton, so that its
-     * states, and the token classes computed for them, are shared by every use */
+    /* inline the non-recursive rules used once, and the short small ones (char, space):
+     * a rule that ends inside a token leaves the rest of the token to its caller, to be
+     * checked against the actual stack at each mask, which is costly where many tokens
+     * do it (whitespace then a word); a long or unbounded rule used in many places
+     * (string, value) keeps one automaton, so that its states' token classes are
+     * computed once for every use */
     memset(inl, 0, (size_t)nr);
     for (int32_t i = 0; i < nr; i++) {
         if (rec[i] || i == root) continue;
-        inl[i] = r.uses[i] <= 1 || node_maxlen(t, t->rules[i].node, ml, 0) <= 8;
+        inl[i] = r.uses[i] <= 1 || node_maxlen(t, t->rules[i].node, ml, 0) <= 32;
     }
     for (int32_t i = 0; i < nr; i++) sz[i] = -1;
     for (int32_t i = 0; i < nr; i++) {
         if (!inl[i] || r.uses[i] <= 1) continue;
         if (sz[i] < 0) sz[i] = node_size(t, t->rules[i].node, inl, sz, 0);
-        if (sz[i] > 64) inl[i] = 0;
+        if (sz[i] > 256) inl[i] = 0;
     }
     ok = true;
     goto done;

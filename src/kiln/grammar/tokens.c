@@ -36,7 +36,7 @@ void kiln_grammar_vocab_free(struct kiln_grammar_vocab *gv) {
     free(gv->ndepth);
     free(gv->nend);
     free(gv->ntok);
-    free(gv->dup);
+    free(gv->dups);
     free(gv);
 }
 
@@ -53,15 +53,14 @@ static struct kiln_grammar_vocab *build(const void *src, int32_t n, piece_fn get
     gv->n_words = ((size_t)n + 63) / 64;
     gv->off = malloc(sizeof *gv->off * ((size_t)n + 1));
     gv->kind = calloc((size_t)n, 1);
-    gv->dup = malloc(sizeof *gv->dup * (size_t)n);
+    gv->dups = malloc(sizeof *gv->dups * (size_t)n * 2);
     gv->eog = malloc(sizeof *gv->eog * (size_t)n);
     st = malloc(sizeof *st * (size_t)n);
     size_t cap = (size_t)n * 8, used = 0;
     gv->bytes = malloc(cap);
-    if (!gv->off || !gv->kind || !gv->dup || !gv->eog || !st || !gv->bytes) goto oom;
+    if (!gv->off || !gv->kind || !gv->dups || !gv->eog || !st || !gv->bytes) goto oom;
     for (int32_t id = 0; id < n; id++) {
         gv->off[id] = (uint32_t)used;
-        gv->dup[id] = -1;
         bool eog = false;
         int64_t len = get(src, id, piece, sizeof piece, &eog);
         if (eog) {
@@ -93,7 +92,7 @@ static struct kiln_grammar_vocab *build(const void *src, int32_t n, piece_fn get
     gv->nend = malloc(sizeof *gv->nend * (used ? used : 1));
     gv->ntok = malloc(sizeof *gv->ntok * (used ? used : 1));
     if (!gv->nbyte || !gv->ndepth || !gv->nend || !gv->ntok) goto oom;
-    int32_t open[G_MAX_TOKEN + 1], depth = 0, last = -1; /* open[d]: the node at depth d on the path */
+    int32_t open[G_MAX_TOKEN + 1], depth = 0; /* open[d]: the node at depth d on the path */
     uint32_t nn = 0;
     for (int32_t k = 0; k < n_text; k++) {
         const struct sorted_tok *t = &st[k];
@@ -101,9 +100,15 @@ static struct kiln_grammar_vocab *build(const void *src, int32_t n, piece_fn get
         if (k > 0) {
             const struct sorted_tok *p = &st[k - 1];
             while (l < p->len && l < t->len && p->p[l] == t->p[l]) l++;
-            if (l == t->len && l == p->len) { /* the same bytes as the previous token */
-                gv->dup[last] = t->id;
-                last = t->id;
+            if (l == t->len && l == p->len) { /* the same bytes as the previous token: a list */
+                int32_t *slot = &gv->ntok[open[depth]];
+                if (*slot >= 0) {
+                    gv->dups[gv->n_dups] = *slot;
+                    *slot = -2 - gv->n_dups++;
+                    gv->dups[gv->n_dups++] = -1;
+                }
+                gv->dups[gv->n_dups - 1] = t->id; /* over the list's end mark */
+                gv->dups[gv->n_dups++] = -1;
                 continue;
             }
         }
@@ -116,7 +121,6 @@ static struct kiln_grammar_vocab *build(const void *src, int32_t n, piece_fn get
         }
         depth = (int32_t)t->len;
         gv->ntok[open[depth]] = t->id;
-        last = t->id;
         if (depth > gv->max_depth) gv->max_depth = depth;
     }
     for (; depth > 0; depth--) gv->nend[open[depth]] = nn;
