@@ -43,7 +43,25 @@ for p in "${pkgs[@]}"; do
   esac
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+# npm packages the tests use as oracles and clients (tests/node/package.json, exact
+# versions) go into tests/node/node_modules, where the tests look for them.
+npm_deps() {
+  [ "$what" = test ] || return 0
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/node"
+  [ -f "$dir/node_modules/.kiln-installed" ] && [ "$dir/node_modules/.kiln-installed" -nt "$dir/package.json" ] && return 0
+  echo "deps.sh: installing the tests' npm packages into $dir/node_modules" >&2
+  if (cd "$dir" && npm install --no-audit --no-fund --no-package-lock --silent >/dev/null); then
+    touch "$dir/node_modules/.kiln-installed"
+  else
+    echo "deps.sh: npm install in $dir failed (the tests that need these packages will SKIP)" >&2
+  fi
+}
+
+if [ ${#missing[@]} -eq 0 ]; then
+  npm_deps
+  exit 0
+fi
 
 if [ "$(id -u)" = 0 ]; then
   sudo=()
@@ -58,3 +76,4 @@ echo "deps.sh: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+npm_deps

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# test_serve_openai.sh - the official `openai` npm package (installed into the
-# build directory on first use) against `kiln serve`: completion and chat,
-# streamed and not (tests/serve_openai.mjs). SKIPs when node/npm are missing or
-# npm cannot fetch the package.
+# test_serve_openai.sh - the official `openai` npm package (scripts/deps.sh test
+# installs it into tests/node) against `kiln serve`: completion and chat,
+# streamed and not (tests/serve_openai.mjs). SKIPs when node or the package is
+# missing.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" serve-openai
 src=${KILN_SRC:-$(dirname "${BASH_SOURCE[0]}")/..}
 command -v node >/dev/null && command -v npm >/dev/null ||
@@ -10,14 +10,14 @@ command -v node >/dev/null && command -v npm >/dev/null ||
 model=$shared/models/kjv-q8_0.gguf
 [ -f "$model" ] || model=$src/models/kjv-q4_0.gguf
 [ -f "$model" ] || { echo "SKIP: neither ../shared/models/kjv-q8_0.gguf nor models/kjv-q4_0.gguf"; exit 77; }
-# the package lives in the build directory (ctest's working directory), fetched once
-npmdir=$PWD/openai-npm
-if [ ! -f "$npmdir/node_modules/openai/package.json" ]; then
-  mkdir -p "$npmdir"
-  if ! (cd "$npmdir" && timeout 300 npm install --no-audit --no-fund --silent openai@4 >"$tmp/npm.log" 2>&1); then
-    echo "SKIP: npm could not install the openai package:"; tail -5 "$tmp/npm.log"; exit 77
-  fi
-fi
+# the package comes from scripts/deps.sh test (tests/node/node_modules); the script runs
+# beside a link to it so that node resolves the import
+npm_modules=$src/tests/node/node_modules
+[ -f "$npm_modules/openai/package.json" ] ||
+  { echo "SKIP: the openai npm package is not installed (scripts/deps.sh test installs it)"; exit 77; }
+npmdir=$tmp/node
+mkdir -p "$npmdir"
+ln -s "$npm_modules" "$npmdir/node_modules"
 cp "$src/tests/serve_openai.mjs" "$npmdir/"
 limit=60; [ -n "${KILN_SANITIZED:-}" ] && limit=300
 

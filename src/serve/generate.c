@@ -295,6 +295,10 @@ static enum MHD_Result generate(struct srv_req *r, enum srv_api api) {
     char err[512] = "";
     cJSON *body = srv_parse_body(r, err, sizeof err);
     if (!body) return srv_reply_error(r, 400, "%s", err);
+    if (!srv_check_fields(body, (enum srv_body)api, r->url, err, sizeof err)) {
+        cJSON_Delete(body);
+        return srv_reply_error(r, 400, "%s", err);
+    }
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(body, "prompt");
     if (!prompt && api == SRV_API_LLAMA) prompt = cJSON_GetObjectItemCaseSensitive(body, "content");
     const int n = api == SRV_API_CHAT || !prompt ? 1 : srv_prompt_count(prompt);

@@ -187,7 +187,11 @@ static char *message_content(const cJSON *c, int i, char *err, size_t errlen) {
     }
     size_t len = 0;
     const cJSON *part;
+    int j = 0;
     cJSON_ArrayForEach(part, c) {
+        char where[64];
+        snprintf(where, sizeof where, "'messages'[%d].content[%d]", i, j++);
+        if (cJSON_IsObject(part) && !srv_check_fields(part, SRV_BODY_CONTENT_PART, where, err, errlen)) return NULL;
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
         const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text)) {
@@ -230,6 +234,9 @@ char *srv_render_messages(struct kiln_server *s, const cJSON *messages, bool add
             snprintf(err, errlen, "'messages'[%d] must be an object with a string 'role'", i);
             goto done;
         }
+        char where[32];
+        snprintf(where, sizeof where, "'messages'[%d]", i);
+        if (!srv_check_fields(m, SRV_BODY_MESSAGE, where, err, errlen)) goto done;
         size_t r = 0;
         while (r < sizeof roles / sizeof roles[0] && strcmp(roles[r], role->valuestring)) r++;
         if (r == sizeof roles / sizeof roles[0]) {
@@ -338,15 +345,13 @@ bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, s
         snprintf(err, errlen, "'n' must be 1: one choice per request");
         return false;
     }
-    if (api == SRV_API_LLAMA) {
-        if (!get_int(body, "n_predict", -1, 1 << 24, &n_predict, err, errlen) ||
-            !get_int(body, "max_tokens", -1, 1 << 24, &n_predict, err, errlen))
-            return false;
-    } else {
-        if (!get_int(body, "max_tokens", 0, 1 << 24, &n_predict, err, errlen)) return false;
-        if (api == SRV_API_CHAT && !get_int(body, "max_completion_tokens", 0, 1 << 24, &n_predict, err, errlen))
-            return false;
-    }
+    /* the token limit under any of its names, as llama-server reads them (n_predict first);
+     * -1 (until the context is full) is llama-server's, OpenAI's names start at 0 there */
+    const double lo = api == SRV_API_LLAMA ? -1 : 0;
+    if (!get_int(body, "max_tokens", lo, 1 << 24, &n_predict, err, errlen) ||
+        !get_int(body, "max_completion_tokens", lo, 1 << 24, &n_predict, err, errlen) ||
+        !get_int(body, "n_predict", -1, 1 << 24, &n_predict, err, errlen))
+        return false;
     if (!get_f32(body, "temperature", 0, 100, &sp.temp, err, errlen) ||
         !get_f32(body, "top_p", 1e-6, 1, &sp.top_p, err, errlen) ||
         !get_int(body, "top_k", 0, 1 << 30, &top_k, err, errlen) ||
@@ -366,10 +371,13 @@ bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, s
         return false;
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(body, "stream_options");
     if (so && !cJSON_IsNull(so)) {
-        if (!cJSON_IsObject(so) || !get_bool(so, "include_usage", &t->include_usage, err, errlen)) {
-            if (!cJSON_IsObject(so)) snprintf(err, errlen, "'stream_options' must be an object");
+        if (!cJSON_IsObject(so)) {
+            snprintf(err, errlen, "'stream_options' must be an object");
             return false;
         }
+        if (!srv_check_fields(so, SRV_BODY_STREAM_OPTIONS, "'stream_options'", err, errlen) ||
+            !get_bool(so, "include_usage", &t->include_usage, err, errlen))
+            return false;
     }
     /* logprobs: an integer count (completions), a flag plus top_logprobs (chat), n_probs (llama) */
     if (api == SRV_API_COMPLETIONS) {

@@ -83,6 +83,10 @@ enum MHD_Result srv_route_tokenize(struct srv_req *r) {
     char err[256] = "";
     cJSON *body = srv_parse_body(r, err, sizeof err);
     if (!body) return srv_reply_error(r, 400, "%s", err);
+    if (!srv_check_fields(body, SRV_BODY_TOKENIZE, r->url, err, sizeof err)) {
+        cJSON_Delete(body);
+        return srv_reply_error(r, 400, "%s", err);
+    }
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(body, "content");
     const cJSON *add = cJSON_GetObjectItemCaseSensitive(body, "add_special");
     const cJSON *pieces = cJSON_GetObjectItemCaseSensitive(body, "with_pieces");
@@ -123,6 +127,10 @@ enum MHD_Result srv_route_detokenize(struct srv_req *r) {
     char err[256] = "";
     cJSON *body = srv_parse_body(r, err, sizeof err);
     if (!body) return srv_reply_error(r, 400, "%s", err);
+    if (!srv_check_fields(body, SRV_BODY_DETOKENIZE, r->url, err, sizeof err)) {
+        cJSON_Delete(body);
+        return srv_reply_error(r, 400, "%s", err);
+    }
     const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(body, "tokens");
     int32_t *ids = NULL, n = 0;
     enum MHD_Result ret;
@@ -153,6 +161,10 @@ enum MHD_Result srv_route_apply_template(struct srv_req *r) {
     char err[256] = "";
     cJSON *body = srv_parse_body(r, err, sizeof err);
     if (!body) return srv_reply_error(r, 400, "%s", err);
+    if (!srv_check_fields(body, SRV_BODY_TEMPLATE, r->url, err, sizeof err)) {
+        cJSON_Delete(body);
+        return srv_reply_error(r, 400, "%s", err);
+    }
     char *text = srv_render_messages(r->srv, cJSON_GetObjectItemCaseSensitive(body, "messages"), true, err, sizeof err);
     cJSON_Delete(body);
     if (!text) return srv_reply_error(r, 400, "%s", err);

@@ -147,6 +147,23 @@ enum MHD_Result srv_route_completions(struct srv_req *r);
 enum MHD_Result srv_route_chat(struct srv_req *r);
 enum MHD_Result srv_route_completion(struct srv_req *r);
 
+/* ---- request fields (fields.c): which fields each body accepts */
+enum srv_body {
+    SRV_BODY_COMPLETIONS, /* matches enum srv_api */
+    SRV_BODY_CHAT,
+    SRV_BODY_LLAMA,
+    SRV_BODY_TOKENIZE,
+    SRV_BODY_DETOKENIZE,
+    SRV_BODY_TEMPLATE,
+    SRV_BODY_MESSAGE,        /* messages[i] */
+    SRV_BODY_CONTENT_PART,   /* messages[i].content[j] */
+    SRV_BODY_STREAM_OPTIONS, /* stream_options */
+};
+/* Every member of obj must be a field this body implements, or a field kiln does not
+ * implement given the value that asks for nothing; false with a message naming the
+ * first other one. where names obj in the message (NULL: the body's route). */
+bool srv_check_fields(const cJSON *obj, enum srv_body body, const char *where, char *err, size_t errlen);
+
 /* ---- request parsing (params.c): each returns false with a message naming the field */
 cJSON *srv_parse_body(struct srv_req *r, char *err, size_t errlen); /* an object, or NULL */
 /* The conversation in messages, rendered with the model's template (malloc'd). */
