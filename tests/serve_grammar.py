@@ -125,14 +125,14 @@ check("cached prompt, new schema: the cache was used", st == 200 and j["tokens_c
 
 # ---- malformed and hostile: 400 naming the problem, within a bound of time
 bad = [
-    ("/v1/chat/completions", {"response_format": {"type": "xml"}}, "response_format.type"),
+    ("/v1/chat/completions", {"response_format": {"type": "xml"}}, "type must be text, json_object or json_schema"),
     ("/v1/chat/completions", {"response_format": {"type": "json_schema"}}, "needs a 'json_schema' object"),
     ("/v1/chat/completions", {"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "array", "uniqueItems": True}}}}, "uniqueItems"),
     ("/v1/chat/completions", {"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "str"}}}}, "unknown type 'str'"),
-    ("/v1/chat/completions", {"response_format": {"type": "json_schema", "json_schema": {"schema": {}, "bogus": 1}}}, "'response_format.json_schema.bogus' is not supported"),
+    ("/v1/chat/completions", {"response_format": {"type": "json_schema", "json_schema": {"schema": {}, "bogus": 1}}}, "json_schema.bogus is not supported"),
     ("/v1/chat/completions", {"response_format": "json"}, "must be an object"),
     ("/v1/completions", {"response_format": {"type": "json_object"}, "grammar": "root ::= \"a\""}, "only one of"),
-    ("/completion", {"response_format": {"type": "json_object"}}, "/completion takes"),
+    ("/completion", {"response_format": {"type": "json_object"}}, "use 'grammar' or 'json_schema'"),
     ("/completion", {"grammar": "root ::= \"a\" |\n  missing"}, "line 2, column 3"),
     ("/completion", {"grammar": 5}, "'grammar' must be a string"),
     ("/completion", {"grammar": "root ::= root \"x\" | \"y\""}, "left-recursive"),

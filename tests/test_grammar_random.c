@@ -7,8 +7,8 @@
  * grammar ends it; every output must then parse and validate against its
  * schema with ajv (npm, draft 2020-12, ajv-formats), a validator that is not
  * kiln's code (tests/grammar_validate.mjs). Skipped, saying why, without the
- * model, node or ajv (scripts/deps.sh test installs ajv into node_modules, or
- * point KILN_NODE_MODULES at one).
+ * model, node or ajv (scripts/deps.sh test installs ajv into tests/node/node_modules,
+ * or point KILN_NODE_MODULES at a node_modules holding ajv and ajv-formats).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -177,10 +177,10 @@ int main(void) {
     }
     const char *nm = getenv("KILN_NODE_MODULES");
     snprintf(mods, sizeof mods, "%s", nm ? nm : "");
-    if (!nm) snprintf(mods, sizeof mods, "%s/node_modules", src ? src : "..");
+    if (!nm) snprintf(mods, sizeof mods, "%s/tests/node/node_modules", src ? src : "..");
     snprintf(script, sizeof script, "%s/ajv/package.json", mods);
     if (system("node --version >/dev/null 2>&1") != 0 || !file_exists(script)) {
-        printf("SKIP: node or ajv is missing (%s/ajv): scripts/deps.sh test installs ajv and ajv-formats\n", mods);
+        printf("SKIP: node or ajv is missing (%s/ajv): scripts/deps.sh test installs it\n", mods);
         return 77;
     }
     snprintf(script, sizeof script, "%s/tests/grammar_validate.mjs", src ? src : "..");

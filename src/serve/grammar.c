@@ -99,7 +99,7 @@ static bool only_keys(const cJSON *o, const char *field, const char *const *keys
         size_t k = 0;
         while (keys[k] && strcmp(keys[k], it->string)) k++;
         if (!keys[k]) {
-            snprintf(err, errlen, "'%s.%.60s' is not supported", field, it->string);
+            snprintf(err, errlen, "'response_format': %s.%.60s is not supported", field, it->string);
             return false;
         }
     }
@@ -120,39 +120,44 @@ static bool response_format(const cJSON *rf, const cJSON **schema, bool *any_obj
                 *inner = cJSON_GetObjectItemCaseSensitive(rf, "schema");
     if (!strcmp(type->valuestring, "text")) {
         if (js || inner) {
-            snprintf(err, errlen, "'response_format' of type 'text' takes no schema");
+            snprintf(err, errlen, "'response_format': type 'text' takes no schema");
             return false;
         }
         return true;
     }
     if (!strcmp(type->valuestring, "json_object")) {
         if (js) {
-            snprintf(err, errlen, "'response_format.json_schema' goes with type 'json_schema'");
+            snprintf(err, errlen, "'response_format': 'json_schema' goes with type 'json_schema'");
             return false;
         }
-        if (inner) *schema = inner; /* llama-server's extension: a schema for the object */
+        if (inner && !(cJSON_IsObject(inner) && !inner->child)) *schema = inner; /* llama-server's: a schema for it */
         else *any_object = true;
         return true;
     }
     if (!strcmp(type->valuestring, "json_schema")) {
         if (inner || !cJSON_IsObject(js)) {
-            snprintf(err, errlen, "'response_format' of type 'json_schema' needs a 'json_schema' object");
+            snprintf(err, errlen, "'response_format': type 'json_schema' needs a 'json_schema' object");
             return false;
         }
-        if (!only_keys(js, "response_format.json_schema", js_keys, err, errlen)) return false;
+        if (!only_keys(js, "json_schema", js_keys, err, errlen)) return false;
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(js, "name"), *strict = cJSON_GetObjectItemCaseSensitive(js, "strict");
         if ((name && !cJSON_IsString(name)) || (strict && !cJSON_IsBool(strict) && !cJSON_IsNull(strict))) {
-            snprintf(err, errlen, "'response_format.json_schema': 'name' must be a string, 'strict' a boolean");
+            snprintf(err, errlen, "'response_format': json_schema.name must be a string, json_schema.strict a boolean");
             return false;
         }
         *schema = cJSON_GetObjectItemCaseSensitive(js, "schema");
+        if (cJSON_IsObject(*schema) && !(*schema)->child) { /* {} is any object here, as llama-server has it */
+            *schema = NULL;
+            *any_object = true;
+            return true;
+        }
         if (!*schema || !(cJSON_IsObject(*schema) || cJSON_IsBool(*schema))) {
-            snprintf(err, errlen, "'response_format.json_schema.schema' must be a JSON Schema (an object)");
+            snprintf(err, errlen, "'response_format': json_schema.schema must be a JSON Schema (an object)");
             return false;
         }
         return true;
     }
-    snprintf(err, errlen, "'response_format.type' must be text, json_object or json_schema, not '%.40s'",
+    snprintf(err, errlen, "'response_format': type must be text, json_object or json_schema, not '%.40s'",
              type->valuestring);
     return false;
 }
@@ -166,11 +171,7 @@ bool srv_parse_grammar(struct kiln_server *s, const cJSON *body, enum srv_api ap
     if (rf && cJSON_IsNull(rf)) rf = NULL;
     if (gbnf && cJSON_IsNull(gbnf)) gbnf = NULL;
     if (js && cJSON_IsNull(js)) js = NULL;
-    if (rf && api == SRV_API_LLAMA) {
-        snprintf(err, errlen, "'response_format' is for /v1/chat/completions and /v1/completions; /completion takes "
-                              "'grammar' or 'json_schema'");
-        return false;
-    }
+    if (api == SRV_API_LLAMA) rf = NULL; /* the field table lets only {"type": "text"} through there */
     if ((rf != NULL) + (gbnf != NULL) + (js != NULL) > 1) {
         snprintf(err, errlen, "give only one of 'response_format', 'grammar' and 'json_schema'");
         return false;
