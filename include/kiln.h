@@ -520,9 +520,9 @@ struct kiln_grammar *kiln_grammar_from_json_schema(const char *schema, size_t le
 /* The GBNF a JSON Schema converts to: bytes written (NUL-terminated), -(needed
  * including the NUL) when size is too small (buf may be NULL), KILN_ERR_INVALID with
  * a message in err when the schema is refused. Rules are named after the schema's
- * properties; prefix (may be NULL or "") is put before every rule name but root's
- * ("tool-" gives tool-root, tool-space, ...), so that several schemas fit in one
- * grammar (tool calls). */
+ * properties; prefix (may be NULL or ""; letters, digits, '-') is put before every
+ * rule name, root's too ("tool-" gives tool-root, tool-space, ...), so that several
+ * schemas fit in one grammar (tool calls). */
 int64_t kiln_json_schema_to_gbnf(const char *schema, size_t len, const char *prefix, char *buf, size_t size,
                                  char *err, size_t errlen);
 /* The GBNF text a grammar was compiled from (for a schema: what it converted to). */
