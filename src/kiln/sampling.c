@@ -35,8 +35,7 @@ const char *kiln_sampler_last_error(void) {
 #if defined(__GNUC__)
 __attribute__((format(printf, 1, 2)))
 #endif
-static void
-set_err(const char *fmt, ...) {
+void samp_set_err(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(samp_err, sizeof samp_err, fmt, ap);
@@ -92,7 +91,7 @@ struct kiln_sampler {
 static struct kiln_sampler *stage_new(enum stage_kind kind) {
     struct kiln_sampler *s = calloc(1, sizeof *s);
     if (!s)
-        set_err("out of memory");
+        samp_set_err("out of memory");
     else
         s->kind = kind;
     return s;
@@ -122,7 +121,7 @@ struct kiln_sampler *kiln_sampler_init_dist(uint32_t seed) {
 
 struct kiln_sampler *kiln_sampler_init_temp(float temp) {
     if (!(temp >= 0.0f) || isinf(temp)) {
-        set_err("temperature must be a finite number >= 0 (got %g)", (double)temp);
+        samp_set_err("temperature must be a finite number >= 0 (got %g)", (double)temp);
         return NULL;
     }
     struct kiln_sampler *s = stage_new(ST_TEMP);
@@ -132,7 +131,7 @@ struct kiln_sampler *kiln_sampler_init_temp(float temp) {
 
 struct kiln_sampler *kiln_sampler_init_top_k(int32_t k) {
     if (k < 0) {
-        set_err("top-k must be >= 0 (0: off), got %d", (int)k);
+        samp_set_err("top-k must be >= 0 (0: off), got %d", (int)k);
         return NULL;
     }
     struct kiln_sampler *s = stage_new(ST_TOP_K);
@@ -143,7 +142,7 @@ struct kiln_sampler *kiln_sampler_init_top_k(int32_t k) {
 static struct kiln_sampler *p_stage(enum stage_kind kind, const char *name, float p, size_t min_keep,
                                     bool zero_ok) {
     if (!(zero_ok ? p >= 0.0f : p > 0.0f) || !(p <= 1.0f)) {
-        set_err("%s must be in %s0, 1], got %g", name, zero_ok ? "[" : "(", (double)p);
+        samp_set_err("%s must be in %s0, 1], got %g", name, zero_ok ? "[" : "(", (double)p);
         return NULL;
     }
     struct kiln_sampler *s = stage_new(kind);
@@ -164,19 +163,17 @@ struct kiln_sampler *kiln_sampler_init_typical(float p, size_t min_keep) {
     return p_stage(ST_TYPICAL, "typical-p", p, min_keep, false);
 }
 
-#define PENALTY_LAST_N_MAX (1 << 24)
-
 struct kiln_sampler *kiln_sampler_init_penalties(int32_t last_n, float repeat, float freq, float present) {
     if (last_n < 0 || last_n > PENALTY_LAST_N_MAX) {
-        set_err("penalty window (last_n) must be in [0, %d], got %d", PENALTY_LAST_N_MAX, (int)last_n);
+        samp_set_err("penalty window (last_n) must be in [0, %d], got %d", PENALTY_LAST_N_MAX, (int)last_n);
         return NULL;
     }
     if (!(repeat > 0.0f) || isinf(repeat)) {
-        set_err("repeat penalty must be a finite number > 0 (1: off), got %g", (double)repeat);
+        samp_set_err("repeat penalty must be a finite number > 0 (1: off), got %g", (double)repeat);
         return NULL;
     }
     if (!isfinite(freq) || !isfinite(present)) {
-        set_err("frequency/presence penalties must be finite (got %g, %g)", (double)freq, (double)present);
+        samp_set_err("frequency/presence penalties must be finite (got %g, %g)", (double)freq, (double)present);
         return NULL;
     }
     struct kiln_sampler *s = stage_new(ST_PENALTIES);
@@ -190,7 +187,7 @@ struct kiln_sampler *kiln_sampler_init_penalties(int32_t last_n, float repeat, f
         s->uniq = malloc((size_t)last_n * 2 * sizeof *s->uniq);
         if (!s->ring || !s->uniq) {
             kiln_sampler_free(s);
-            set_err("out of memory");
+            samp_set_err("out of memory");
             return NULL;
         }
     }
@@ -199,16 +196,16 @@ struct kiln_sampler *kiln_sampler_init_penalties(int32_t last_n, float repeat, f
 
 struct kiln_sampler *kiln_sampler_init_logit_bias(size_t n, const struct kiln_logit_bias *bias) {
     if (n > 0 && !bias) {
-        set_err("logit bias: %zu entries but no array", n);
+        samp_set_err("logit bias: %zu entries but no array", n);
         return NULL;
     }
     for (size_t i = 0; i < n; i++) {
         if (bias[i].token < 0) {
-            set_err("logit bias: token id %d is negative", (int)bias[i].token);
+            samp_set_err("logit bias: token id %d is negative", (int)bias[i].token);
             return NULL;
         }
         if (isnan(bias[i].bias) || bias[i].bias == INFINITY) {
-            set_err("logit bias for token %d must be finite or -inf, got %g", (int)bias[i].token,
+            samp_set_err("logit bias for token %d must be finite or -inf, got %g", (int)bias[i].token,
                     (double)bias[i].bias);
             return NULL;
         }
@@ -219,7 +216,7 @@ struct kiln_sampler *kiln_sampler_init_logit_bias(size_t n, const struct kiln_lo
         s->bias = malloc(n * sizeof *s->bias);
         if (!s->bias) {
             kiln_sampler_free(s);
-            set_err("out of memory");
+            samp_set_err("out of memory");
             return NULL;
         }
         memcpy(s->bias, bias, n * sizeof *bias);
@@ -230,7 +227,7 @@ struct kiln_sampler *kiln_sampler_init_logit_bias(size_t n, const struct kiln_lo
 
 static struct kiln_sampler *grammar_stage(struct kiln_grammar_matcher *m, const char *err) {
     if (!m) {
-        set_err("grammar: %s", err);
+        samp_set_err("grammar: %s", err);
         return NULL;
     }
     struct kiln_sampler *s = stage_new(ST_GRAMMAR);
@@ -242,7 +239,7 @@ static struct kiln_sampler *grammar_stage(struct kiln_grammar_matcher *m, const 
 struct kiln_sampler *kiln_sampler_init_grammar(const struct kiln_grammar *g, const struct kiln_grammar_vocab *gv) {
     char err[200];
     if (!gv) {
-        set_err("grammar: no vocabulary index (kiln_grammar_vocab_new)");
+        samp_set_err("grammar: no vocabulary index (kiln_grammar_vocab_new)");
         return NULL;
     }
     return grammar_stage(kiln_grammar_matcher_new(g, gv, err, sizeof err), err);
@@ -252,7 +249,7 @@ struct kiln_sampler *kiln_sampler_init_grammar_lazy(const struct kiln_grammar *g
                                                     const char *const *triggers, size_t n_triggers) {
     char err[200];
     if (!gv) {
-        set_err("grammar: no vocabulary index (kiln_grammar_vocab_new)");
+        samp_set_err("grammar: no vocabulary index (kiln_grammar_vocab_new)");
         return NULL;
     }
     return grammar_stage(kiln_grammar_matcher_new_lazy(g, gv, triggers, n_triggers, err, sizeof err), err);
@@ -291,7 +288,7 @@ struct kiln_sampler *kiln_sampler_chain_new(void) {
 bool kiln_sampler_chain_add(struct kiln_sampler *chain, struct kiln_sampler *stage) {
     if (!stage) return false; /* the failed init left its message */
     if (!chain || chain->kind != ST_CHAIN) {
-        set_err("kiln_sampler_chain_add: not a chain");
+        samp_set_err("kiln_sampler_chain_add: not a chain");
         kiln_sampler_free(stage);
         return false;
     }
@@ -299,7 +296,7 @@ bool kiln_sampler_chain_add(struct kiln_sampler *chain, struct kiln_sampler *sta
         int cap = chain->cap_stages ? 2 * chain->cap_stages : 8;
         struct kiln_sampler **st = realloc(chain->stages, (size_t)cap * sizeof *st);
         if (!st) {
-            set_err("out of memory");
+            samp_set_err("out of memory");
             kiln_sampler_free(stage);
             return false;
         }
@@ -587,7 +584,7 @@ static void apply_stage(struct kiln_sampler *s, struct kiln_candidates *c, struc
 static bool reserve(struct kiln_sampler *s, int64_t n) {
     if (n <= s->cap) return true;
     if ((uint64_t)n > SIZE_MAX / sizeof(struct samp_rec)) {
-        set_err("too many candidates (%lld)", (long long)n);
+        samp_set_err("too many candidates (%lld)", (long long)n);
         return false;
     }
     struct kiln_token_prob *cand = malloc((size_t)n * sizeof *cand);
@@ -598,7 +595,7 @@ static bool reserve(struct kiln_sampler *s, int64_t n) {
         free(tmp);
         free(ra);
         free(rb);
-        set_err("out of memory for %lld candidates", (long long)n);
+        samp_set_err("out of memory for %lld candidates", (long long)n);
         return false;
     }
     free(s->cand);
@@ -613,7 +610,7 @@ static bool reserve(struct kiln_sampler *s, int64_t n) {
 
 bool kiln_sampler_apply(struct kiln_sampler *s, struct kiln_candidates *cand) {
     if (!s || !cand || (cand->size > 0 && !cand->data) || cand->size < 0) {
-        set_err("kiln_sampler_apply: bad arguments");
+        samp_set_err("kiln_sampler_apply: bad arguments");
         return false;
     }
     if (!reserve(s, cand->size > 0 ? cand->size : 1)) return false;
@@ -623,7 +620,7 @@ bool kiln_sampler_apply(struct kiln_sampler *s, struct kiln_candidates *cand) {
     const struct kiln_sampler *gf = failed_grammar(s);
     if (!gf) apply_stage(s, cand, &w);
     if (gf || (gf = failed_grammar(s))) {
-        set_err("grammar: %s", gf->gm_err);
+        samp_set_err("grammar: %s", gf->gm_err);
         return false;
     }
     return true;
@@ -631,11 +628,11 @@ bool kiln_sampler_apply(struct kiln_sampler *s, struct kiln_candidates *cand) {
 
 int32_t kiln_sampler_sample(struct kiln_sampler *s, const float *logits, int64_t n_vocab) {
     if (!s || !logits) {
-        set_err("kiln_sampler_sample: no sampler or logits");
+        samp_set_err("kiln_sampler_sample: no sampler or logits");
         return KILN_TOKEN_NULL;
     }
     if (n_vocab < 1 || n_vocab > INT32_MAX) {
-        set_err("kiln_sampler_sample: n_vocab %lld out of range", (long long)n_vocab);
+        samp_set_err("kiln_sampler_sample: n_vocab %lld out of range", (long long)n_vocab);
         return KILN_TOKEN_NULL;
     }
     if (!reserve(s, n_vocab)) return KILN_TOKEN_NULL;
@@ -661,15 +658,15 @@ int32_t kiln_sampler_sample(struct kiln_sampler *s, const float *logits, int64_t
     if (gs) gs->gm_prefiltered = false;
     if (!gf) gf = failed_grammar(s);
     if (gf) {
-        set_err("grammar: %s", gf->gm_err);
+        samp_set_err("grammar: %s", gf->gm_err);
         return KILN_TOKEN_NULL;
     }
     if (c.size == 0) {
-        set_err("the grammar allows no token here");
+        samp_set_err("the grammar allows no token here");
         return KILN_TOKEN_NULL;
     }
     if (c.selected < 0 || c.selected >= c.size) {
-        set_err("no token selected: the sampler chain must end with greedy or dist");
+        samp_set_err("no token selected: the sampler chain must end with greedy or dist");
         return KILN_TOKEN_NULL;
     }
     return c.data[c.selected].id;
@@ -780,86 +777,4 @@ int64_t kiln_sampler_describe(const struct kiln_sampler *s, char *buf, size_t si
     if (s) describe(s, &b);
     if (b.len + 1 > b.size) return -(int64_t)(b.len + 1);
     return (int64_t)b.len;
-}
-
-/* ------------------------------------------------------------------ params */
-
-struct kiln_sampling_params kiln_sampling_default_params(void) {
-    struct kiln_sampling_params p = {
-        .seed = KILN_SEED_RANDOM,
-        .top_k = 40,
-        .top_p = 0.95f,
-        .min_p = 0.05f,
-        .typical_p = 1.0f,
-        .temp = 0.8f,
-        .min_keep = 0,
-        .penalty_last_n = 64,
-        .penalty_repeat = 1.0f,
-        .penalty_freq = 0.0f,
-        .penalty_present = 0.0f,
-        .logit_bias = NULL,
-        .n_logit_bias = 0,
-    };
-    return p;
-}
-
-/* Every parameter through its stage's own check, in field order, so the
- * message names the first bad one even for stages the chain leaves out. */
-static bool check_params(const struct kiln_sampling_params *p) {
-    struct kiln_sampler *t[] = {NULL};
-#define CHECK_STAGE(expr)                                                                                    \
-    do {                                                                                                     \
-        if (!(t[0] = (expr))) return false;                                                                  \
-        kiln_sampler_free(t[0]);                                                                             \
-    } while (0)
-    CHECK_STAGE(kiln_sampler_init_top_k(p->top_k));
-    CHECK_STAGE(kiln_sampler_init_top_p(p->top_p, p->min_keep));
-    CHECK_STAGE(kiln_sampler_init_min_p(p->min_p, p->min_keep));
-    CHECK_STAGE(kiln_sampler_init_typical(p->typical_p, p->min_keep));
-    CHECK_STAGE(kiln_sampler_init_temp(p->temp));
-    CHECK_STAGE(kiln_sampler_init_penalties(0, p->penalty_repeat, p->penalty_freq, p->penalty_present));
-    CHECK_STAGE(kiln_sampler_init_logit_bias(p->n_logit_bias, p->logit_bias));
-#undef CHECK_STAGE
-    if (p->penalty_last_n < 0 || p->penalty_last_n > PENALTY_LAST_N_MAX) {
-        set_err("penalty window (last_n) must be in [0, %d], got %d", PENALTY_LAST_N_MAX,
-                (int)p->penalty_last_n);
-        return false;
-    }
-    return true;
-}
-
-struct kiln_sampler *kiln_sampler_from_params(const struct kiln_sampling_params *p) {
-    if (!p) {
-        set_err("kiln_sampler_from_params: no parameters");
-        return NULL;
-    }
-    if (!check_params(p)) return NULL;
-    struct kiln_sampler *c = kiln_sampler_chain_new();
-    if (!c) return NULL;
-    bool penalties_on = p->penalty_last_n != 0 &&
-                        (p->penalty_repeat != 1.0f || p->penalty_freq != 0.0f || p->penalty_present != 0.0f);
-    bool ok = true;
-    if (p->n_logit_bias)
-        ok = kiln_sampler_chain_add(c, kiln_sampler_init_logit_bias(p->n_logit_bias, p->logit_bias));
-    if (ok && penalties_on)
-        ok = kiln_sampler_chain_add(c, kiln_sampler_init_penalties(p->penalty_last_n, p->penalty_repeat,
-                                                                   p->penalty_freq, p->penalty_present));
-    if (ok && p->temp == 0.0f) {
-        ok = kiln_sampler_chain_add(c, kiln_sampler_init_greedy());
-    } else if (ok) {
-        if (ok && p->top_k > 0) ok = kiln_sampler_chain_add(c, kiln_sampler_init_top_k(p->top_k));
-        if (ok && p->typical_p < 1.0f)
-            ok = kiln_sampler_chain_add(c, kiln_sampler_init_typical(p->typical_p, p->min_keep));
-        if (ok && p->top_p < 1.0f)
-            ok = kiln_sampler_chain_add(c, kiln_sampler_init_top_p(p->top_p, p->min_keep));
-        if (ok && p->min_p > 0.0f)
-            ok = kiln_sampler_chain_add(c, kiln_sampler_init_min_p(p->min_p, p->min_keep));
-        if (ok) ok = kiln_sampler_chain_add(c, kiln_sampler_init_temp(p->temp));
-        if (ok) ok = kiln_sampler_chain_add(c, kiln_sampler_init_dist(p->seed));
-    }
-    if (!ok) {
-        kiln_sampler_free(c);
-        return NULL;
-    }
-    return c;
 }
