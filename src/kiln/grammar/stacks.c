@@ -129,7 +129,7 @@ static int32_t intern(struct gsm *m, int32_t *s, int32_t n) {
     memset(c, 0, sizeof *c);
     c->off = m->n_items;
     c->n = n;
-    memcpy(m->items + m->n_items, s, sizeof *s * (size_t)n);
+    if (n > 0) memcpy(m->items + m->n_items, s, sizeof *s * (size_t)n);
     m->n_items += n;
     for (int32_t i = 0; i < n; i++) {
         if (s[i] == GS_EMPTY) c->has_empty = 1;
@@ -246,7 +246,9 @@ bool gsm_init(struct gsm *m, const struct kiln_grammar *g, int64_t max_nodes, in
     m->cap_nodes = 1024;
     m->nodes = malloc(sizeof *m->nodes * (size_t)m->cap_nodes);
     m->seen = calloc((size_t)m->cap_nodes, sizeof *m->seen);
-    if (!m->nodes || !m->seen) {
+    m->cap_items = 4096; /* never NULL: the empty configuration points into it too */
+    m->items = malloc(sizeof *m->items * (size_t)m->cap_items);
+    if (!m->nodes || !m->seen || !m->items) {
         gsm_free(m);
         return false;
     }
