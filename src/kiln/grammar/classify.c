@@ -41,16 +41,12 @@ static bool add_unc(struct walk_out *o, int32_t tok, uint64_t em) {
 static inline uint64_t exit_bit(int32_t d) { return d >= 63 ? 1ull << 63 : 1ull << d; }
 
 /* Walk the trie from the single stack (EXIT, q). The hot loop reads each node's
- * transition from the memo table of its parent's configuration (nxt[d]), and the
- * configuration's flags from a byte per configuration; the machine is asked only
- * for transitions not seen yet. */
+ * transition from the memo table of its parent's configuration (nxt[d]); the
+ * machine is asked only for transitions not seen yet. */
 static bool walk(struct gsm *m, const struct kiln_grammar_vocab *gv, int32_t q, struct walk_out *o) {
     int32_t cfg[G_MAX_TOKEN + 1];
     const int32_t *nxt[G_MAX_TOKEN + 1];
     uint64_t exits[G_MAX_TOKEN + 1];
-    uint8_t *flags = NULL; /* per configuration: 1 live, 2 has_exit; grown with the machine */
-    int32_t n_flags = 0;
-    bool ok = false;
     cfg[0] = gsm_cfg_single(m, gsm_node(m, GS_EXIT, q));
     exits[0] = 0;
     if (cfg[0] < 0 || gsm_step_slow(m, cfg[0], 0) < 0) return false; /* allocates its memo table */
@@ -59,67 +55,67 @@ static bool walk(struct gsm *m, const struct kiln_grammar_vocab *gv, int32_t q, 
     const uint16_t *ndepth = gv->ndepth;
     const uint32_t *nend = gv->nend;
     const int32_t *ntok = gv->ntok;
+    uint64_t *bits = o->bits;
+    const int32_t sink = gv->n_vocab; /* a bit past the vocabulary: where "no token here" is written */
+    int32_t n_acc = 0;
     for (int32_t i = 0; i < gv->n_nodes;) {
         const int32_t d = ndepth[i];
         int32_t c = nxt[d - 1][cls[nbyte[i]]];
         if (c < 0) {
             c = gsm_step_slow(m, cfg[d - 1], nbyte[i]);
-            if (c < 0) goto done;
+            if (c < 0) return false;
             nxt[d - 1] = m->cfgs[cfg[d - 1]].next;
         }
-        if (c >= n_flags) { /* flags of the configurations made since */
-            int32_t n = m->n_cfgs;
-            uint8_t *nf = realloc(flags, (size_t)n);
-            if (!nf) goto done;
-            flags = nf;
-            for (int32_t k = n_flags; k < n; k++) flags[k] = (uint8_t)(m->cfgs[k].live | m->cfgs[k].has_exit << 1);
-            n_flags = n;
-        }
-        const uint8_t f = flags[c];
-        const uint64_t em = exits[d - 1] | (f & 2 ? exit_bit(d) : 0);
+        const struct gsm_cfg *C = &m->cfgs[c];
+        const bool live = C->live, accept = live | C->has_exit;
         const int32_t tk = ntok[i];
-        if (tk >= 0) { /* one token ends here (the usual case) */
-            if (f) o->bits[tk >> 6] |= 1ull << (tk & 63), o->n_acc++;
-            else if (exits[d - 1] && !add_unc(o, tk, exits[d - 1])) goto done;
-        } else if (tk < -1) { /* several tokens with these bytes */
-            for (const int32_t *t = gv->dups + (-2 - tk); *t >= 0; t++) {
-                if (f) o->bits[*t >> 6] |= 1ull << (*t & 63), o->n_acc++;
-                else if (exits[d - 1] && !add_unc(o, *t, exits[d - 1])) goto done;
+        /* the usual node: no token or one, in a configuration that goes on; written
+         * without a branch on whether a token ends here (half the nodes, at random) */
+        const int32_t t = tk >= 0 ? tk : sink;
+        bits[t >> 6] |= (uint64_t)accept << (t & 63);
+        n_acc += accept & (tk >= 0);
+        if (__builtin_expect(!accept && tk >= 0 && exits[d - 1], 0) && !add_unc(o, tk, exits[d - 1])) return false;
+        if (__builtin_expect(tk < -1, 0)) /* several tokens with these bytes */
+            for (const int32_t *u = gv->dups + (-2 - tk); *u >= 0; u++) {
+                if (accept) bits[*u >> 6] |= 1ull << (*u & 63), n_acc++;
+                else if (exits[d - 1] && !add_unc(o, *u, exits[d - 1])) return false;
             }
-        }
-        if (!(f & 1)) {
+        const uint64_t em = exits[d - 1] | (C->has_exit ? exit_bit(d) : 0);
+        if (__builtin_expect(!live, 0)) {
             /* nothing goes on inside the rule: every longer token here is uncertain or rejected */
             if (em)
                 for (uint32_t j = (uint32_t)i + 1; j < nend[i]; j++) {
-                    if (ntok[j] >= 0 && !add_unc(o, ntok[j], em)) goto done;
-                    for (const int32_t *t = ntok[j] < -1 ? gv->dups + (-2 - ntok[j]) : NULL; t && *t >= 0; t++)
-                        if (!add_unc(o, *t, em)) goto done;
+                    if (ntok[j] >= 0 && !add_unc(o, ntok[j], em)) return false;
+                    for (const int32_t *u = ntok[j] < -1 ? gv->dups + (-2 - ntok[j]) : NULL; u && *u >= 0; u++)
+                        if (!add_unc(o, *u, em)) return false;
                 }
             i = (int32_t)nend[i];
             continue;
         }
-        if (!m->cfgs[c].next && gsm_step_slow(m, c, nbyte[i]) < 0) goto done; /* give c its memo table */
+        if (__builtin_expect(!C->next, 0)) { /* give c its memo table */
+            if (gsm_step_slow(m, c, nbyte[i]) < 0) return false;
+            C = &m->cfgs[c];
+        }
         cfg[d] = c;
-        nxt[d] = m->cfgs[c].next;
+        nxt[d] = C->next;
         exits[d] = em;
         i++;
     }
-    ok = true;
-done:
-    free(flags);
-    return ok;
+    bits[sink >> 6] &= ~(1ull << (sink & 63));
+    o->n_acc += n_acc;
+    return true;
 }
 
 static struct gclass *classify(struct gcache *c, const struct kiln_grammar_vocab *gv, int32_t q) {
     struct walk_out o = {0};
-    o.bits = calloc(gv->n_words, sizeof *o.bits);
+    o.bits = calloc(gv->n_words + 1, sizeof *o.bits); /* + the word of the sink bit */
     if (!o.bits) return NULL;
     bool ok = false;
     for (int attempt = 0; attempt < 2 && !ok; attempt++) {
         /* a machine grown large (or out of room) starts over: memory stays bounded */
         if (c->local.failed || c->local.n_cfgs > LOCAL_MAX_CFGS / 2 || c->local.n_nodes > LOCAL_MAX_NODES / 2)
             gsm_clear(&c->local);
-        memset(o.bits, 0, gv->n_words * sizeof *o.bits);
+        memset(o.bits, 0, (gv->n_words + 1) * sizeof *o.bits);
         o.n_acc = o.n_unc = 0;
         ok = walk(&c->local, gv, q, &o);
     }
