@@ -107,7 +107,7 @@ static int32_t intern(struct gsm *m, int32_t *s, int32_t n) {
     uint64_t k = hash_items(s, n) & (uint64_t)(m->cfg_hash_cap - 1);
     for (; m->cfg_hash[k] >= 0; k = (k + 1) & (uint64_t)(m->cfg_hash_cap - 1)) {
         const struct gsm_cfg *c = &m->cfgs[m->cfg_hash[k]];
-        if (c->n == n && !memcmp(m->items + c->off, s, sizeof *s * (size_t)n)) return m->cfg_hash[k];
+        if (c->n == n && (n == 0 || !memcmp(m->items + c->off, s, sizeof *s * (size_t)n))) return m->cfg_hash[k];
     }
     if (m->n_cfgs >= m->max_cfgs) return fail(m), -1;
     if (m->n_cfgs == m->cap_cfgs) {
