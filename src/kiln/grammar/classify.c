@@ -14,6 +14,7 @@
 
 #define LOCAL_MAX_NODES (1 << 22)
 #define LOCAL_MAX_CFGS (1 << 18)
+#define CLASS_MAX_BYTES ((size_t)512 << 20) /* the token classes one grammar may hold for one vocabulary */
 
 struct walk_out {
     uint64_t *bits;
@@ -184,10 +185,18 @@ const struct gclass *gclass_get(struct kiln_grammar *g, const struct kiln_gramma
         g->caches = c;
     }
     struct gclass *cls = c->cls[q];
-    if (!cls) {
+    if (!cls && c->bytes > CLASS_MAX_BYTES) {
+        /* a grammar with very many states that each take much of the vocabulary (a huge
+         * count of wide characters) stops here rather than take all memory */
+        kiln_errf(err, errlen, "the grammar's token classes passed %zu MiB (too many distinct states)",
+                  CLASS_MAX_BYTES >> 20);
+    } else if (!cls) {
         cls = c->cls[q] = classify(c, gv, q);
         if (!cls)
             kiln_errf(err, errlen, "the grammar is too complex to index the vocabulary against (state %d)", (int)q);
+        else
+            c->bytes += sizeof *cls + (cls->bits ? (gv->n_words + 1) * 8 : (size_t)cls->n_acc * 4) +
+                        (size_t)cls->n_unc * 12;
     }
     pthread_mutex_unlock(&g->mu);
     return cls;

@@ -250,6 +250,7 @@ struct gcache {
     const struct kiln_grammar_vocab *gv;
     struct gclass **cls; /* per state, NULL until computed */
     int32_t n_cls;
+    size_t bytes; /* what the classes take */
     struct gsm local;
     bool local_ok;
 };
