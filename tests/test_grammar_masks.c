@@ -112,6 +112,41 @@ static void sampler(const struct kiln_vocab *v, const struct kiln_grammar_vocab 
         CHECK(kiln_sampler_describe(s, desc, sizeof desc) > 0 && strstr(desc, "grammar"));
         kiln_sampler_free(s);
     }
+    /* lazy: anything goes until the trigger; from it on the grammar holds */
+    const char *tool = "root ::= \"<tool>\" [0-9]+ \"</tool>\"";
+    struct kiln_grammar *tg = kiln_grammar_parse(tool, strlen(tool), NULL, err, sizeof err);
+    const char *trig[] = {"<tool>"};
+    struct kiln_sampler *lz = kiln_sampler_chain_new();
+    CHECK(tg && kiln_sampler_chain_add(lz, kiln_sampler_init_grammar_lazy(tg, gv, trig, 1)));
+    CHECK(kiln_sampler_chain_add(lz, kiln_sampler_init_greedy()));
+    for (int32_t t = 0; t < n; t++) logits[t] = (float)(next() % 1000) / 100.0f;
+    int32_t free_tok = kiln_sampler_sample(lz, logits, n); /* unconstrained: the best logit */
+    int32_t best = 0;
+    for (int32_t t = 1; t < n; t++)
+        if (logits[t] > logits[best]) best = t;
+    CHECKF(free_tok == best, "inactive lazy grammar: %d, best %d", (int)free_tok, (int)best);
+    int32_t ids[64];
+    int64_t ni = kiln_tokenize(v, "Let me look <tool>", 18, ids, 64, false, false);
+    for (int64_t k = 0; k < ni; k++) kiln_sampler_accept(lz, ids[k]);
+    CHECK(kiln_grammar_matcher_is_active(kiln_sampler_grammar(lz)));
+    char out[256] = "";
+    size_t ol = 0;
+    for (int step = 0; step < 4; step++) {
+        for (int32_t t = 0; t < n; t++) logits[t] = (float)(next() % 1000) / 100.0f;
+        int32_t tok = kiln_sampler_sample(lz, logits, n);
+        CHECKF(tok >= 0, "%s", kiln_sampler_last_error());
+        if (tok < 0 || kiln_vocab_is_eog(v, tok)) break;
+        int64_t pl = kiln_token_to_piece(v, tok, out + ol, sizeof out - ol - 1, false);
+        if (pl > 0) ol += (size_t)pl;
+        out[ol] = 0;
+        kiln_sampler_accept(lz, tok);
+        /* what came after the trigger: digits, then a start of "</tool>" */
+        size_t dg = strspn(out, "0123456789");
+        CHECKF(dg > 0 && !strncmp(out + dg, "</tool>", strlen(out + dg)), "active lazy grammar wrote '%s'", out);
+    }
+    kiln_sampler_free(lz);
+    kiln_grammar_free(tg);
+
     /* grammar after other stages: kiln_sampler_apply filters the list */
     struct kiln_sampler *s = kiln_sampler_chain_new();
     CHECK(kiln_sampler_chain_add(s, kiln_sampler_init_top_k(n)));
