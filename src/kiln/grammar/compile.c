@@ -85,7 +85,7 @@ static int32_t closure(struct dfa_build *d, int32_t n, int32_t final) {
         }
         if (keep) d->buf[n++] = s;
     }
-    qsort(d->buf, (size_t)n, sizeof *d->buf, cmp_i32);
+    if (n > 1) qsort(d->buf, (size_t)n, sizeof *d->buf, cmp_i32);
     return n;
 }
 
@@ -201,7 +201,7 @@ static int32_t determinize(struct dfa_build *d, int32_t rule, int32_t start, int
                 d->cut[n_cut++] = d->byte_class[ed->lo];
                 d->cut[n_cut++] = d->byte_class[ed->hi] + 1;
             }
-        qsort(d->cut, (size_t)n_cut, sizeof *d->cut, cmp_i32);
+        if (n_cut > 1) qsort(d->cut, (size_t)n_cut, sizeof *d->cut, cmp_i32);
         for (int32_t k = 0; k + 1 < n_cut; k++) {
             const int32_t c0 = d->cut[k], c1 = d->cut[k + 1];
             if (c0 == c1) continue;

@@ -70,7 +70,7 @@ static int cmp_lo(const void *a, const void *b) {
 }
 
 static void cs_norm(struct cset *c) {
-    qsort(c->r, (size_t)c->n, 2 * sizeof *c->r, cmp_lo);
+    if (c->n > 1) qsort(c->r, (size_t)c->n, 2 * sizeof *c->r, cmp_lo);
     int m = 0;
     for (int i = 0; i < c->n; i++) {
         if (m && c->r[2 * i] <= c->r[2 * m - 1] + 1) {
