@@ -131,6 +131,7 @@ static inline int32_t g_next(const struct kiln_grammar *g, int32_t state, uint8_
  * pushed, finished rules popped, eagerly). Stacks and configurations are
  * interned, and each configuration's transitions by byte class are memoized, so
  * that after warm-up a byte costs one table lookup. */
+#define GSM_MAX_STACKS 4096 /* parses alive at once (a configuration's stacks) */
 #define GS_EMPTY 0
 #define GS_EXIT 1
 #define GC_DEAD 0 /* the configuration with no stack */

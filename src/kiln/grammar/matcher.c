@@ -16,6 +16,7 @@
 #include "grammar_matcher.h"
 
 #define MASK_CACHE 8
+#define LIMITS "the grammar's state grew past its limits (too ambiguous: more than 4096 parses at once, or too many states)"
 #define RUN_MAX_NODES (1 << 22)
 #define RUN_MAX_CFGS (1 << 17)
 #define RUN_COMPACT_NODES (1 << 20) /* past these the machine is rebuilt around the current state */
@@ -165,7 +166,7 @@ static bool maybe_compact(struct kiln_grammar_matcher *m) {
     int32_t cur = gsm_import(&fresh, &m->m, m->cur); /* what was interned before a failure is sound */
     if (cur < 0) {
         gsm_free(&fresh);
-        return merr(m, "the grammar's state grew past its limits");
+        return merr(m, LIMITS);
     }
     gsm_free(&m->m);
     m->m = fresh;
@@ -177,7 +178,7 @@ static bool maybe_compact(struct kiln_grammar_matcher *m) {
 static bool advance_bytes(struct kiln_grammar_matcher *m, const uint8_t *s, size_t n) {
     if (!maybe_compact(m)) return false;
     int32_t c = gsm_run(&m->m, m->cur, s, n);
-    if (c < 0) return merr(m, "the grammar's state grew past its limits");
+    if (c < 0) return merr(m, LIMITS);
     if (c == GC_DEAD) return false;
     m->cur = c;
     return true;
@@ -275,7 +276,7 @@ static bool compute_mask(struct kiln_grammar_matcher *m, uint64_t *bits) {
         /* the uncertain tokens: their rest after the rule ends, from the rest of this stack */
         const int32_t rest = gsm_cfg_of_stack(sm, nd.parent);
         int32_t whole = -1; /* this stack alone, for tokens whose rule ends too deep to note */
-        if (rest < 0) return merr(m, "the grammar's state grew past its limits");
+        if (rest < 0) return merr(m, LIMITS);
         for (int32_t i = 0; i < cls->n_unc; i++) {
             const int32_t t = cls->unc[i];
             if (bits[t >> 6] & (1ull << (t & 63))) continue;
@@ -286,13 +287,13 @@ static bool compute_mask(struct kiln_grammar_matcher *m, uint64_t *bits) {
             for (uint64_t e = em & ~(1ull << 63); e && !ok; e &= e - 1) {
                 size_t d = (size_t)__builtin_ctzll(e);
                 int32_t r = gsm_run(sm, rest, b + d, len - d);
-                if (r < 0) return merr(m, "the grammar's state grew past its limits");
+                if (r < 0) return merr(m, LIMITS);
                 ok = r > GC_DEAD;
             }
             if (!ok && (em >> 63)) {
                 if (whole < 0 && (whole = gsm_cfg_single(sm, node)) < 0) return merr(m, "out of memory");
                 int32_t r = gsm_run(sm, whole, b, len);
-                if (r < 0) return merr(m, "the grammar's state grew past its limits");
+                if (r < 0) return merr(m, LIMITS);
                 ok = r > GC_DEAD;
             }
             if (ok) bits[t >> 6] |= 1ull << (t & 63);
@@ -377,7 +378,7 @@ bool gmatcher_mask_reference(struct kiln_grammar_matcher *m, uint64_t *bits) {
             ok = m->m.cfgs[m->cur].has_empty;
         } else if (gv->kind[t] == GTOK_TEXT) {
             int32_t r = gsm_run(&m->m, m->cur, gv->bytes + gv->off[t], gv->off[t + 1] - gv->off[t]);
-            if (r < 0) return merr(m, "the grammar's state grew past its limits");
+            if (r < 0) return merr(m, LIMITS);
             ok = r > GC_DEAD;
         } else {
             ok = false;

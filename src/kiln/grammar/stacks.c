@@ -141,9 +141,11 @@ static int32_t intern(struct gsm *m, int32_t *s, int32_t n) {
 }
 
 static bool work_push(struct gsm *m, int32_t v) {
+    /* an ambiguous grammar can keep ever more parses alive (each a stack): past a
+     * bound the text is refused rather than every byte costing more */
+    if (m->n_work >= GSM_MAX_STACKS) return fail(m);
     if (m->n_work == m->cap_work) {
         int32_t cap = m->cap_work ? m->cap_work * 2 : 256;
-        if (cap > (1 << 24)) return fail(m); /* one configuration of 16M stacks: refuse */
         int32_t *w = realloc(m->work, sizeof *w * (size_t)cap);
         if (!w) return fail(m);
         m->work = w;
