@@ -253,6 +253,20 @@ static void hostile(void) {
     g = kiln_grammar_parse("root ::= \"a\"", (size_t)64 << 20, NULL, err, sizeof err);
     CHECKF(!g && strstr(err, "at most"), "huge text: %s", g ? "compiled" : err);
     kiln_grammar_free(g);
+    /* an ambiguous grammar: a run of digits can be split between nested expressions at
+     * every digit, each split a parse kept alive; past the bound the text is refused */
+    const char *amb = "root ::= expr\nexpr ::= term ((root \"-\") term)*\nterm ::= [0-9]+ | \"(\" expr";
+    g = kiln_grammar_parse(amb, strlen(amb), NULL, err, sizeof err);
+    CHECKF(g != NULL, "%s", err);
+    struct kiln_grammar_matcher *am = g ? kiln_grammar_matcher_new(g, NULL, err, sizeof err) : NULL;
+    double t0 = now();
+    bool refused = false;
+    for (int i = 0; am && i < 6000 && !refused; i++) refused = !kiln_grammar_matcher_accept_text(am, "1", 1);
+    CHECKF(refused && strstr(kiln_grammar_matcher_error(am), "ambiguous"), "ambiguous grammar: %s",
+           am ? kiln_grammar_matcher_error(am) : "no matcher");
+    CHECKF(now() - t0 < 10, "ambiguous grammar took %.1f s", now() - t0);
+    kiln_grammar_matcher_free(am);
+    kiln_grammar_free(g);
     /* a recursive schema meets a cycle of $refs without looping */
     const char *cyc = "{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}";
     g = kiln_grammar_from_json_schema(cyc, strlen(cyc), err, sizeof err);
