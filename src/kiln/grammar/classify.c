@@ -145,7 +145,7 @@ static struct gclass *classify(struct gcache *c, const struct kiln_grammar_vocab
     return cls;
 }
 
-static void gclass_free(struct gclass *c) {
+void gclass_free(struct gclass *c) {
     if (!c) return;
     free(c->bits);
     free(c->acc);
@@ -156,8 +156,10 @@ static void gclass_free(struct gclass *c) {
 
 void gcache_free(struct gcache *c) {
     if (!c) return;
-    for (int32_t i = 0; c->cls && i < c->n_cls; i++) gclass_free(c->cls[i]);
+    for (int32_t i = 0; c->cls && i < c->n_cls; i++)
+        if (!c->shared[i]) gclass_free(c->cls[i]);
     free(c->cls);
+    free(c->shared);
     if (c->local_ok) gsm_free(&c->local);
     free(c);
 }
@@ -173,9 +175,10 @@ const struct gclass *gclass_get(struct kiln_grammar *g, const struct kiln_gramma
             c->gv = gv;
             c->n_cls = g->n_states;
             c->cls = calloc((size_t)g->n_states, sizeof *c->cls);
+            c->shared = calloc((size_t)g->n_states, 1);
             c->local_ok = gsm_init(&c->local, g, LOCAL_MAX_NODES, LOCAL_MAX_CFGS);
         }
-        if (!c || !c->cls || !c->local_ok) {
+        if (!c || !c->cls || !c->shared || !c->local_ok) {
             gcache_free(c);
             pthread_mutex_unlock(&g->mu);
             kiln_errf(err, errlen, "out of memory for the grammar's token classes");
@@ -191,12 +194,20 @@ const struct gclass *gclass_get(struct kiln_grammar *g, const struct kiln_gramma
         kiln_errf(err, errlen, "the grammar's token classes passed %zu MiB (too many distinct states)",
                   CLASS_MAX_BYTES >> 20);
     } else if (!cls) {
-        cls = c->cls[q] = classify(c, gv, q);
-        if (!cls)
+        uint32_t *key = NULL;
+        size_t klen = 0;
+        if ((cls = gshare_find(gv->share, g, q, &key, &klen))) { /* another grammar walked it */
+            c->cls[q] = cls;
+            c->shared[q] = 1;
+        } else if (!(cls = c->cls[q] = classify(c, gv, q))) {
             kiln_errf(err, errlen, "the grammar is too complex to index the vocabulary against (state %d)", (int)q);
-        else
-            c->bytes += sizeof *cls + (cls->bits ? (gv->n_words + 1) * 8 : (size_t)cls->n_acc * 4) +
-                        (size_t)cls->n_unc * 12;
+        } else {
+            size_t bytes = sizeof *cls + (cls->bits ? (gv->n_words + 1) * 8 : (size_t)cls->n_acc * 4) +
+                           (size_t)cls->n_unc * 12;
+            if (key && gshare_put(gv->share, key, klen, cls, bytes)) c->shared[q] = 1, key = NULL;
+            else c->bytes += bytes;
+        }
+        free(key);
     }
     pthread_mutex_unlock(&g->mu);
     return cls;

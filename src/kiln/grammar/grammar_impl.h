@@ -220,6 +220,7 @@ struct kiln_grammar_vocab {
     int32_t *ntok;
     int32_t *dups;
     int32_t n_dups;
+    struct gshare *share; /* token classes several grammars have in common (share.c) */
     int32_t max_depth;
     size_t n_words; /* mask words: (n_vocab + 63) / 64 */
 };
@@ -250,6 +251,7 @@ struct gcache {
     struct gcache *next;
     const struct kiln_grammar_vocab *gv;
     struct gclass **cls; /* per state, NULL until computed */
+    uint8_t *shared;     /* per state: its class belongs to the vocabulary's shared ones */
     int32_t n_cls;
     size_t bytes; /* what the classes take */
     struct gsm local;
@@ -260,5 +262,16 @@ struct gcache {
 const struct gclass *gclass_get(struct kiln_grammar *g, const struct kiln_grammar_vocab *gv, int32_t q, char *err,
                                 size_t errlen);
 void gcache_free(struct gcache *c);
+void gclass_free(struct gclass *c);
+
+/* Classes shared between grammars on one vocabulary (share.c), keyed by the automaton
+ * reachable from a state. gshare_find: the shared class of q, or NULL and (when q's
+ * automaton is small enough to share) its key in *key; gshare_put takes the key and
+ * the class when it keeps them. */
+struct gshare;
+struct gshare *gshare_new(void);
+void gshare_free(struct gshare *s);
+struct gclass *gshare_find(struct gshare *s, const struct kiln_grammar *g, int32_t q, uint32_t **key, size_t *len);
+bool gshare_put(struct gshare *s, uint32_t *key, size_t len, struct gclass *cls, size_t bytes);
 
 #endif

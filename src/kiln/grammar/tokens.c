@@ -37,6 +37,7 @@ void kiln_grammar_vocab_free(struct kiln_grammar_vocab *gv) {
     free(gv->nend);
     free(gv->ntok);
     free(gv->dups);
+    gshare_free(gv->share);
     free(gv);
 }
 
@@ -58,7 +59,8 @@ static struct kiln_grammar_vocab *build(const void *src, int32_t n, piece_fn get
     st = malloc(sizeof *st * (size_t)n);
     size_t cap = (size_t)n * 8, used = 0;
     gv->bytes = malloc(cap);
-    if (!gv->off || !gv->kind || !gv->dups || !gv->eog || !st || !gv->bytes) goto oom;
+    gv->share = gshare_new();
+    if (!gv->off || !gv->kind || !gv->dups || !gv->eog || !st || !gv->bytes || !gv->share) goto oom;
     for (int32_t id = 0; id < n; id++) {
         gv->off[id] = (uint32_t)used;
         bool eog = false;
