@@ -530,7 +530,9 @@ const char *kiln_grammar_text(const struct kiln_grammar *g);
 void kiln_grammar_free(struct kiln_grammar *g); /* matchers and samplers made from g keep it alive */
 
 /* Index a vocabulary (a few tens of ms for 150k tokens): build once per model and
- * share; it must outlive the matchers and samplers that use it. */
+ * share; it must outlive the matchers and samplers that use it. It also keeps the
+ * token classes grammars have in common (a JSON string's inside, ...), so that a
+ * new grammar reuses what an earlier one computed (internally locked: thread-safe). */
 struct kiln_grammar_vocab *kiln_grammar_vocab_new(const struct kiln_vocab *v, char *err, size_t errlen);
 void kiln_grammar_vocab_free(struct kiln_grammar_vocab *gv);
 int32_t kiln_grammar_vocab_n_tokens(const struct kiln_grammar_vocab *gv);
