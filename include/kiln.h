@@ -758,6 +758,111 @@ struct kiln_chat_parse_opts {
 int kiln_chat_parse(const char *text, size_t len, const struct kiln_chat_parse_opts *o, struct kiln_chat_reply *out);
 void kiln_chat_reply_free(struct kiln_chat_reply *r);
 
+/* =========================================================================
+ * grammars: output held to a GBNF grammar or a JSON Schema
+ *
+ * A grammar (llama.cpp's GBNF, or a JSON Schema converted to it as llama.cpp's
+ * json_schema_to_grammar does) is compiled once into byte-level automata; a
+ * vocabulary is indexed once (kiln_grammar_vocab: every token's bytes in a
+ * trie); a matcher follows one sequence through the grammar and gives, at each
+ * step, the mask of the tokens that can come next. Masks are computed from
+ * per-state token classes that are cached with the grammar, so after the first
+ * tokens a step costs microseconds, not a pass over the vocabulary.
+ *
+ *   char err[256];
+ *   struct kiln_grammar_vocab *gv = kiln_grammar_vocab_new(vocab, err, sizeof err); // once per model
+ *   struct kiln_grammar *g = kiln_grammar_from_json_schema(schema, strlen(schema), err, sizeof err);
+ *   struct kiln_sampler *s = kiln_sampler_chain_new();
+ *   kiln_sampler_chain_add(s, kiln_sampler_init_grammar(g, gv)); // first: the rest sees allowed tokens only
+ *   kiln_sampler_chain_add(s, kiln_sampler_from_params(&params));
+ *   kiln_grammar_free(g); // the sampler keeps what it needs
+ *   ... kiln_sampler_accept_prompt(s, tok) for prompt tokens (penalties only);
+ *       kiln_sampler_sample / kiln_sampler_accept as usual; an end-of-generation
+ *       token is allowed only where the grammar is complete ...
+ *
+ * Text tokens are matched by their bytes (kiln_token_to_piece); control tokens
+ * never match text, end-of-generation tokens are allowed where the grammar can
+ * end. Errors name the line and column of GBNF text, the JSON path of a schema
+ * keyword, and the feature kiln does not support (never silently ignored).
+ * Grammars, vocab indexes are immutable and thread-safe; a matcher (and a
+ * sampler holding one) belongs to one sequence.
+ * ========================================================================= */
+
+struct kiln_grammar;
+struct kiln_grammar_vocab;
+struct kiln_grammar_matcher;
+
+/* Compile GBNF text (len bytes; root: the start rule, NULL for "root"). NULL with a
+ * message in err: syntax ("grammar line 3, column 7: ..."), undefined rules, left
+ * recursion, a grammar past the size limits (huge repetition counts). */
+struct kiln_grammar *kiln_grammar_parse(const char *gbnf, size_t len, const char *root, char *err, size_t errlen);
+/* Compile a JSON Schema given as JSON text. NULL with a message naming the schema
+ * path and the problem (malformed JSON, an unsupported keyword, a bad pattern ...). */
+struct kiln_grammar *kiln_grammar_from_json_schema(const char *schema, size_t len, char *err, size_t errlen);
+/* The GBNF a JSON Schema converts to: bytes written (NUL-terminated), -(needed
+ * including the NUL) when size is too small (buf may be NULL), KILN_ERR_INVALID with
+ * a message in err when the schema is refused. Rules are named after the schema's
+ * properties; prefix (may be NULL or ""; letters, digits, '-') is put before every
+ * rule name, root's too ("tool-" gives tool-root, tool-space, ...), so that several
+ * schemas fit in one grammar (tool calls). */
+int64_t kiln_json_schema_to_gbnf(const char *schema, size_t len, const char *prefix, char *buf, size_t size,
+                                 char *err, size_t errlen);
+/* The GBNF text a grammar was compiled from (for a schema: what it converted to). */
+const char *kiln_grammar_text(const struct kiln_grammar *g);
+void kiln_grammar_free(struct kiln_grammar *g); /* matchers and samplers made from g keep it alive */
+
+/* Index a vocabulary (a few tens of ms for 150k tokens): build once per model and
+ * share; it must outlive the matchers and samplers that use it. It also keeps the
+ * token classes grammars have in common (a JSON string's inside, ...), so that a
+ * new grammar reuses what an earlier one computed (internally locked: thread-safe). */
+struct kiln_grammar_vocab *kiln_grammar_vocab_new(const struct kiln_vocab *v, char *err, size_t errlen);
+void kiln_grammar_vocab_free(struct kiln_grammar_vocab *gv);
+int32_t kiln_grammar_vocab_n_tokens(const struct kiln_grammar_vocab *gv);
+
+/* One sequence through g, from its start. gv may be NULL for a matcher that only
+ * checks text (accept_text, can_end). NULL with a message on failure. */
+struct kiln_grammar_matcher *kiln_grammar_matcher_new(const struct kiln_grammar *g,
+                                                      const struct kiln_grammar_vocab *gv, char *err,
+                                                      size_t errlen);
+/* A lazy matcher (tool calls with tool_choice "auto", as llama.cpp's grammar
+ * triggers): it allows every token until the generated text contains one of the
+ * trigger strings; from there on the grammar holds, starting at the trigger's first
+ * byte (so the grammar's text begins with the trigger). */
+struct kiln_grammar_matcher *kiln_grammar_matcher_new_lazy(const struct kiln_grammar *g,
+                                                           const struct kiln_grammar_vocab *gv,
+                                                           const char *const *triggers, size_t n_triggers,
+                                                           char *err, size_t errlen);
+void kiln_grammar_matcher_free(struct kiln_grammar_matcher *m);
+void kiln_grammar_matcher_reset(struct kiln_grammar_matcher *m); /* back to the start (and inactive, if lazy) */
+/* Advance by one token: false (state unchanged, reason in kiln_grammar_matcher_error)
+ * when the grammar does not allow it. An end-of-generation token is allowed where the
+ * grammar can end; nothing is allowed after it. */
+bool kiln_grammar_matcher_accept_token(struct kiln_grammar_matcher *m, int32_t token);
+/* Advance by text (tests, forced prefixes); false (state unchanged) when not allowed. */
+bool kiln_grammar_matcher_accept_text(struct kiln_grammar_matcher *m, const char *text, size_t len);
+/* The tokens allowed next, bit t of bits[t / 64] for token t, over n_words words
+ * (at least (n_tokens + 63) / 64; tokens past the vocabulary are 0). All bits set
+ * while a lazy matcher is inactive. false (message in kiln_grammar_matcher_error) on
+ * failure (memory, a grammar too complex to index). */
+bool kiln_grammar_matcher_fill_mask(struct kiln_grammar_matcher *m, uint64_t *bits, size_t n_words);
+bool kiln_grammar_matcher_can_end(const struct kiln_grammar_matcher *m); /* the text so far is complete */
+bool kiln_grammar_matcher_is_done(const struct kiln_grammar_matcher *m); /* complete, and nothing may follow */
+bool kiln_grammar_matcher_is_active(const struct kiln_grammar_matcher *m); /* not a lazy one still waiting */
+const char *kiln_grammar_matcher_error(const struct kiln_grammar_matcher *m);
+
+/* Sampler stages (see sampling): tokens the grammar does not allow are removed
+ * before the stages after it; kiln_sampler_accept advances the grammar, and a token
+ * it refuses makes the next kiln_sampler_sample fail with the reason. NULL (with
+ * kiln_sampler_last_error) on failure. */
+struct kiln_sampler *kiln_sampler_init_grammar(const struct kiln_grammar *g, const struct kiln_grammar_vocab *gv);
+struct kiln_sampler *kiln_sampler_init_grammar_lazy(const struct kiln_grammar *g, const struct kiln_grammar_vocab *gv,
+                                                    const char *const *triggers, size_t n_triggers);
+/* A prompt token: recorded for the penalties; grammar stages do not see it. */
+void kiln_sampler_accept_prompt(struct kiln_sampler *s, int32_t token);
+/* The matcher of the first grammar stage of s (NULL if none): to ask whether the
+ * grammar is done, or to read its state. */
+struct kiln_grammar_matcher *kiln_sampler_grammar(struct kiln_sampler *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -29,11 +29,13 @@ GEN = {"model": "kjv", "temperature": 0.5, "top_p": 0.9, "top_k": 5, "min_p": 0.
        "stream": False, "stream_options": {"include_usage": True}, "cache_prompt": False, "stop": ["\n\n"],
        "logit_bias": {"5": -1}, "ignore_eos": True, "n": 1, "max_tokens": 2, "max_completion_tokens": 2,
        "n_predict": 2}
+GRAMMAR = {"grammar": "root ::= \"a\"", "json_schema": {"type": "object"}}
+RF = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "integer"}}}
 IMPLEMENTED = {
-    "cmpl": dict(GEN, prompt="And God said", logprobs=2),
+    "cmpl": dict(GEN, prompt="And God said", logprobs=2, response_format=RF, **GRAMMAR),
     "chat": dict(GEN, messages=MSGS, logprobs=True, top_logprobs=2, tool_choice="auto", parallel_tool_calls=True,
-                 add_generation_prompt=True, reasoning_format="none"),
-    "llama": dict(GEN, prompt="And God said", content="And God said", n_probs=2),
+                 add_generation_prompt=True, reasoning_format="none", response_format=RF, **GRAMMAR),
+    "llama": dict(GEN, prompt="And God said", content="And God said", n_probs=2, **GRAMMAR),
     "tok": {"content": "x", "add_special": True, "with_pieces": True},
     "detok": {"tokens": [1, 2]},
     "tmpl": {"messages": MSGS, "tool_choice": "auto", "parallel_tool_calls": False, "add_generation_prompt": False},
@@ -68,10 +70,8 @@ TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "ob
 refused = [
     ("chat", "tools", [TOOL]), ("chat", "tool_choice", "required"),
     ("chat", "functions", [{"name": "f"}]), ("chat", "function_call", "auto"),
-    ("chat", "response_format", {"type": "json_object"}), ("chat", "response_format", {"type": "bogus"}),
-    ("cmpl", "response_format", {"type": "json_object"}),
-    ("chat", "response_format", {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}),
-    ("llama", "grammar", "root ::= \"a\""), ("llama", "json_schema", {"type": "object"}),
+    ("chat", "response_format", {"type": "bogus"}), ("llama", "response_format", {"type": "json_object"}),
+    ("llama", "grammar", "root ::= \"a"), ("chat", "json_schema", {"type": "object", "uniqueItems": True}),
     ("cmpl", "suffix", "tail"), ("cmpl", "echo", True), ("cmpl", "best_of", 3), ("llama", "image_data", [{"data": "x"}]),
     ("llama", "lora", [{"id": 0, "scale": 1}]), ("chat", "temprature", 0.2), ("cmpl", "temprature", 0.2),
     ("llama", "mirostat", 2), ("cmpl", "n_probs", 3),

@@ -1,8 +1,8 @@
 /*
- * sampling.c - the sampler chain: stages over a candidate list (penalties,
- * logit bias, top-k, typical-p, top-p, min-p, temperature, greedy, dist) with
- * llama.cpp's semantics, a seeded PRNG and exp/log of kiln's own so that a
- * seed reproduces the same tokens on every machine.
+ * sampling.c - the sampler chain: stages over a candidate list (grammar,
+ * penalties, logit bias, top-k, typical-p, top-p, min-p, temperature, greedy,
+ * dist) with llama.cpp's semantics, a seeded PRNG and exp/log of kiln's own so
+ * that a seed reproduces the same tokens on every machine.
  */
 #include <float.h>
 #include <math.h>
@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "grammar/grammar_stage.h"
 #include "kiln.h"
 #include "sampling_math.h"
 
@@ -34,8 +35,7 @@ const char *kiln_sampler_last_error(void) {
 #if defined(__GNUC__)
 __attribute__((format(printf, 1, 2)))
 #endif
-static void
-set_err(const char *fmt, ...) {
+void samp_set_err(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(samp_err, sizeof samp_err, fmt, ap);
@@ -55,6 +55,7 @@ enum stage_kind {
     ST_TYPICAL,
     ST_PENALTIES,
     ST_LOGIT_BIAS,
+    ST_GRAMMAR,
 };
 
 struct kiln_sampler {
@@ -74,6 +75,10 @@ struct kiln_sampler {
     /* logit bias */
     struct kiln_logit_bias *bias;
     size_t n_bias;
+    /* grammar: its matcher, and why it failed (a refused token, a mask not computed) */
+    struct kiln_grammar_matcher *gm;
+    char gm_err[200];
+    bool gm_prefiltered; /* this sample's candidates came from its mask */
     /* chain */
     struct kiln_sampler **stages;
     int n_stages, cap_stages;
@@ -86,7 +91,7 @@ struct kiln_sampler {
 static struct kiln_sampler *stage_new(enum stage_kind kind) {
     struct kiln_sampler *s = calloc(1, sizeof *s);
     if (!s)
-        set_err("out of memory");
+        samp_set_err("out of memory");
     else
         s->kind = kind;
     return s;
@@ -116,7 +121,7 @@ struct kiln_sampler *kiln_sampler_init_dist(uint32_t seed) {
 
 struct kiln_sampler *kiln_sampler_init_temp(float temp) {
     if (!(temp >= 0.0f) || isinf(temp)) {
-        set_err("temperature must be a finite number >= 0 (got %g)", (double)temp);
+        samp_set_err("temperature must be a finite number >= 0 (got %g)", (double)temp);
         return NULL;
     }
     struct kiln_sampler *s = stage_new(ST_TEMP);
@@ -126,7 +131,7 @@ struct kiln_sampler *kiln_sampler_init_temp(float temp) {
 
 struct kiln_sampler *kiln_sampler_init_top_k(int32_t k) {
     if (k < 0) {
-        set_err("top-k must be >= 0 (0: off), got %d", (int)k);
+        samp_set_err("top-k must be >= 0 (0: off), got %d", (int)k);
         return NULL;
     }
     struct kiln_sampler *s = stage_new(ST_TOP_K);
@@ -137,7 +142,7 @@ struct kiln_sampler *kiln_sampler_init_top_k(int32_t k) {
 static struct kiln_sampler *p_stage(enum stage_kind kind, const char *name, float p, size_t min_keep,
                                     bool zero_ok) {
     if (!(zero_ok ? p >= 0.0f : p > 0.0f) || !(p <= 1.0f)) {
-        set_err("%s must be in %s0, 1], got %g", name, zero_ok ? "[" : "(", (double)p);
+        samp_set_err("%s must be in %s0, 1], got %g", name, zero_ok ? "[" : "(", (double)p);
         return NULL;
     }
     struct kiln_sampler *s = stage_new(kind);
@@ -158,19 +163,17 @@ struct kiln_sampler *kiln_sampler_init_typical(float p, size_t min_keep) {
     return p_stage(ST_TYPICAL, "typical-p", p, min_keep, false);
 }
 
-#define PENALTY_LAST_N_MAX (1 << 24)
-
 struct kiln_sampler *kiln_sampler_init_penalties(int32_t last_n, float repeat, float freq, float present) {
     if (last_n < 0 || last_n > PENALTY_LAST_N_MAX) {
-        set_err("penalty window (last_n) must be in [0, %d], got %d", PENALTY_LAST_N_MAX, (int)last_n);
+        samp_set_err("penalty window (last_n) must be in [0, %d], got %d", PENALTY_LAST_N_MAX, (int)last_n);
         return NULL;
     }
     if (!(repeat > 0.0f) || isinf(repeat)) {
-        set_err("repeat penalty must be a finite number > 0 (1: off), got %g", (double)repeat);
+        samp_set_err("repeat penalty must be a finite number > 0 (1: off), got %g", (double)repeat);
         return NULL;
     }
     if (!isfinite(freq) || !isfinite(present)) {
-        set_err("frequency/presence penalties must be finite (got %g, %g)", (double)freq, (double)present);
+        samp_set_err("frequency/presence penalties must be finite (got %g, %g)", (double)freq, (double)present);
         return NULL;
     }
     struct kiln_sampler *s = stage_new(ST_PENALTIES);
@@ -184,7 +187,7 @@ struct kiln_sampler *kiln_sampler_init_penalties(int32_t last_n, float repeat, f
         s->uniq = malloc((size_t)last_n * 2 * sizeof *s->uniq);
         if (!s->ring || !s->uniq) {
             kiln_sampler_free(s);
-            set_err("out of memory");
+            samp_set_err("out of memory");
             return NULL;
         }
     }
@@ -193,16 +196,16 @@ struct kiln_sampler *kiln_sampler_init_penalties(int32_t last_n, float repeat, f
 
 struct kiln_sampler *kiln_sampler_init_logit_bias(size_t n, const struct kiln_logit_bias *bias) {
     if (n > 0 && !bias) {
-        set_err("logit bias: %zu entries but no array", n);
+        samp_set_err("logit bias: %zu entries but no array", n);
         return NULL;
     }
     for (size_t i = 0; i < n; i++) {
         if (bias[i].token < 0) {
-            set_err("logit bias: token id %d is negative", (int)bias[i].token);
+            samp_set_err("logit bias: token id %d is negative", (int)bias[i].token);
             return NULL;
         }
         if (isnan(bias[i].bias) || bias[i].bias == INFINITY) {
-            set_err("logit bias for token %d must be finite or -inf, got %g", (int)bias[i].token,
+            samp_set_err("logit bias for token %d must be finite or -inf, got %g", (int)bias[i].token,
                     (double)bias[i].bias);
             return NULL;
         }
@@ -213,13 +216,69 @@ struct kiln_sampler *kiln_sampler_init_logit_bias(size_t n, const struct kiln_lo
         s->bias = malloc(n * sizeof *s->bias);
         if (!s->bias) {
             kiln_sampler_free(s);
-            set_err("out of memory");
+            samp_set_err("out of memory");
             return NULL;
         }
         memcpy(s->bias, bias, n * sizeof *bias);
     }
     s->n_bias = n;
     return s;
+}
+
+static struct kiln_sampler *grammar_stage(struct kiln_grammar_matcher *m, const char *err) {
+    if (!m) {
+        samp_set_err("grammar: %s", err);
+        return NULL;
+    }
+    struct kiln_sampler *s = stage_new(ST_GRAMMAR);
+    if (!s) kiln_grammar_matcher_free(m);
+    else s->gm = m;
+    return s;
+}
+
+struct kiln_sampler *kiln_sampler_init_grammar(const struct kiln_grammar *g, const struct kiln_grammar_vocab *gv) {
+    char err[200];
+    if (!gv) {
+        samp_set_err("grammar: no vocabulary index (kiln_grammar_vocab_new)");
+        return NULL;
+    }
+    return grammar_stage(kiln_grammar_matcher_new(g, gv, err, sizeof err), err);
+}
+
+struct kiln_sampler *kiln_sampler_init_grammar_lazy(const struct kiln_grammar *g, const struct kiln_grammar_vocab *gv,
+                                                    const char *const *triggers, size_t n_triggers) {
+    char err[200];
+    if (!gv) {
+        samp_set_err("grammar: no vocabulary index (kiln_grammar_vocab_new)");
+        return NULL;
+    }
+    return grammar_stage(kiln_grammar_matcher_new_lazy(g, gv, triggers, n_triggers, err, sizeof err), err);
+}
+
+/* The first stage the candidates meet, if it is a grammar. */
+static struct kiln_sampler *leading_grammar(struct kiln_sampler *s) {
+    while (s && s->kind == ST_CHAIN) s = s->n_stages ? s->stages[0] : NULL;
+    return s && s->kind == ST_GRAMMAR ? s : NULL;
+}
+
+/* The first grammar stage that failed, anywhere in s. */
+static const struct kiln_sampler *failed_grammar(const struct kiln_sampler *s) {
+    if (s->kind == ST_GRAMMAR) return s->gm_err[0] ? s : NULL;
+    for (int i = 0; i < s->n_stages; i++) {
+        const struct kiln_sampler *f = failed_grammar(s->stages[i]);
+        if (f) return f;
+    }
+    return NULL;
+}
+
+struct kiln_grammar_matcher *kiln_sampler_grammar(struct kiln_sampler *s) {
+    if (!s) return NULL;
+    if (s->kind == ST_GRAMMAR) return s->gm;
+    for (int i = 0; i < s->n_stages; i++) {
+        struct kiln_grammar_matcher *m = kiln_sampler_grammar(s->stages[i]);
+        if (m) return m;
+    }
+    return NULL;
 }
 
 struct kiln_sampler *kiln_sampler_chain_new(void) {
@@ -229,7 +288,7 @@ struct kiln_sampler *kiln_sampler_chain_new(void) {
 bool kiln_sampler_chain_add(struct kiln_sampler *chain, struct kiln_sampler *stage) {
     if (!stage) return false; /* the failed init left its message */
     if (!chain || chain->kind != ST_CHAIN) {
-        set_err("kiln_sampler_chain_add: not a chain");
+        samp_set_err("kiln_sampler_chain_add: not a chain");
         kiln_sampler_free(stage);
         return false;
     }
@@ -237,7 +296,7 @@ bool kiln_sampler_chain_add(struct kiln_sampler *chain, struct kiln_sampler *sta
         int cap = chain->cap_stages ? 2 * chain->cap_stages : 8;
         struct kiln_sampler **st = realloc(chain->stages, (size_t)cap * sizeof *st);
         if (!st) {
-            set_err("out of memory");
+            samp_set_err("out of memory");
             kiln_sampler_free(stage);
             return false;
         }
@@ -260,6 +319,7 @@ void kiln_sampler_free(struct kiln_sampler *s) {
     free(s->ring);
     free(s->uniq);
     free(s->bias);
+    kiln_grammar_matcher_free(s->gm);
     free(s->cand);
     free(s->work.tmp);
     free(s->work.ra);
@@ -510,6 +570,13 @@ static void apply_stage(struct kiln_sampler *s, struct kiln_candidates *c, struc
     case ST_LOGIT_BIAS:
         apply_logit_bias(s, c);
         break;
+    case ST_GRAMMAR:
+        if (s->gm_err[0] || s->gm_prefiltered) break;
+        if (!gstage_filter(s->gm, c)) {
+            snprintf(s->gm_err, sizeof s->gm_err, "%s", kiln_grammar_matcher_error(s->gm));
+            c->size = 0;
+        }
+        break;
     }
 }
 
@@ -517,7 +584,7 @@ static void apply_stage(struct kiln_sampler *s, struct kiln_candidates *c, struc
 static bool reserve(struct kiln_sampler *s, int64_t n) {
     if (n <= s->cap) return true;
     if ((uint64_t)n > SIZE_MAX / sizeof(struct samp_rec)) {
-        set_err("too many candidates (%lld)", (long long)n);
+        samp_set_err("too many candidates (%lld)", (long long)n);
         return false;
     }
     struct kiln_token_prob *cand = malloc((size_t)n * sizeof *cand);
@@ -528,7 +595,7 @@ static bool reserve(struct kiln_sampler *s, int64_t n) {
         free(tmp);
         free(ra);
         free(rb);
-        set_err("out of memory for %lld candidates", (long long)n);
+        samp_set_err("out of memory for %lld candidates", (long long)n);
         return false;
     }
     free(s->cand);
@@ -543,58 +610,93 @@ static bool reserve(struct kiln_sampler *s, int64_t n) {
 
 bool kiln_sampler_apply(struct kiln_sampler *s, struct kiln_candidates *cand) {
     if (!s || !cand || (cand->size > 0 && !cand->data) || cand->size < 0) {
-        set_err("kiln_sampler_apply: bad arguments");
+        samp_set_err("kiln_sampler_apply: bad arguments");
         return false;
     }
     if (!reserve(s, cand->size > 0 ? cand->size : 1)) return false;
     for (int64_t i = 0; i < cand->size; i++) /* NaN would break the total order */
         if (isnan(cand->data[i].logit)) cand->data[i].logit = -INFINITY;
     struct samp_work w = s->work;
-    apply_stage(s, cand, &w);
+    const struct kiln_sampler *gf = failed_grammar(s);
+    if (!gf) apply_stage(s, cand, &w);
+    if (gf || (gf = failed_grammar(s))) {
+        samp_set_err("grammar: %s", gf->gm_err);
+        return false;
+    }
     return true;
 }
 
 int32_t kiln_sampler_sample(struct kiln_sampler *s, const float *logits, int64_t n_vocab) {
     if (!s || !logits) {
-        set_err("kiln_sampler_sample: no sampler or logits");
+        samp_set_err("kiln_sampler_sample: no sampler or logits");
         return KILN_TOKEN_NULL;
     }
     if (n_vocab < 1 || n_vocab > INT32_MAX) {
-        set_err("kiln_sampler_sample: n_vocab %lld out of range", (long long)n_vocab);
+        samp_set_err("kiln_sampler_sample: n_vocab %lld out of range", (long long)n_vocab);
         return KILN_TOKEN_NULL;
     }
     if (!reserve(s, n_vocab)) return KILN_TOKEN_NULL;
-    for (int64_t i = 0; i < n_vocab; i++) {
-        s->cand[i].id = (int32_t)i;
-        s->cand[i].logit = isnan(logits[i]) ? -INFINITY : logits[i];
-        s->cand[i].p = 0.0f;
+    struct kiln_sampler *gs = leading_grammar(s);
+    int64_t n = -2;
+    if (gs && !gs->gm_err[0]) { /* the grammar first: the list holds its allowed tokens only */
+        n = gstage_fill(gs->gm, logits, n_vocab, s->cand);
+        if (n == -1) snprintf(gs->gm_err, sizeof gs->gm_err, "%s", kiln_grammar_matcher_error(gs->gm));
+        gs->gm_prefiltered = n >= 0;
     }
-    struct kiln_candidates c = {s->cand, n_vocab, -1, false};
+    if (n < 0) {
+        n = n_vocab;
+        for (int64_t i = 0; i < n_vocab; i++) {
+            s->cand[i].id = (int32_t)i;
+            s->cand[i].logit = isnan(logits[i]) ? -INFINITY : logits[i];
+            s->cand[i].p = 0.0f;
+        }
+    }
+    struct kiln_candidates c = {s->cand, n, -1, false};
     struct samp_work w = s->work;
-    apply_stage(s, &c, &w);
+    const struct kiln_sampler *gf = failed_grammar(s);
+    if (!gf) apply_stage(s, &c, &w);
+    if (gs) gs->gm_prefiltered = false;
+    if (!gf) gf = failed_grammar(s);
+    if (gf) {
+        samp_set_err("grammar: %s", gf->gm_err);
+        return KILN_TOKEN_NULL;
+    }
+    if (c.size == 0) {
+        samp_set_err("the grammar allows no token here");
+        return KILN_TOKEN_NULL;
+    }
     if (c.selected < 0 || c.selected >= c.size) {
-        set_err("no token selected: the sampler chain must end with greedy or dist");
+        samp_set_err("no token selected: the sampler chain must end with greedy or dist");
         return KILN_TOKEN_NULL;
     }
     return c.data[c.selected].id;
 }
 
-void kiln_sampler_accept(struct kiln_sampler *s, int32_t token) {
+static void accept(struct kiln_sampler *s, int32_t token, bool prompt) {
     if (!s || token < 0) return;
     if (s->kind == ST_CHAIN) {
-        for (int i = 0; i < s->n_stages; i++) kiln_sampler_accept(s->stages[i], token);
+        for (int i = 0; i < s->n_stages; i++) accept(s->stages[i], token, prompt);
     } else if (s->kind == ST_PENALTIES && s->last_n > 0) {
         s->ring[s->ring_head] = token;
         s->ring_head = (s->ring_head + 1) % s->last_n;
         if (s->ring_n < s->last_n) s->ring_n++;
+    } else if (s->kind == ST_GRAMMAR && !prompt && !s->gm_err[0] && !kiln_grammar_matcher_accept_token(s->gm, token)) {
+        snprintf(s->gm_err, sizeof s->gm_err, "%s", kiln_grammar_matcher_error(s->gm));
     }
 }
+
+void kiln_sampler_accept(struct kiln_sampler *s, int32_t token) { accept(s, token, false); }
+void kiln_sampler_accept_prompt(struct kiln_sampler *s, int32_t token) { accept(s, token, true); }
 
 void kiln_sampler_reset(struct kiln_sampler *s) {
     if (!s) return;
     for (int i = 0; i < s->n_stages; i++) kiln_sampler_reset(s->stages[i]);
     s->ring_n = s->ring_head = 0;
     if (s->kind == ST_DIST) samp_rng_seed(&s->rng, s->seed);
+    if (s->kind == ST_GRAMMAR) {
+        kiln_grammar_matcher_reset(s->gm);
+        s->gm_err[0] = 0;
+    }
 }
 
 uint32_t kiln_sampler_seed(const struct kiln_sampler *s) {
@@ -663,6 +765,9 @@ static void describe(const struct kiln_sampler *s, struct sbuf *b) {
     case ST_LOGIT_BIAS:
         sb_printf(b, "logit-bias(%zu)", s->n_bias);
         break;
+    case ST_GRAMMAR:
+        sb_printf(b, "grammar");
+        break;
     }
 }
 
@@ -672,86 +777,4 @@ int64_t kiln_sampler_describe(const struct kiln_sampler *s, char *buf, size_t si
     if (s) describe(s, &b);
     if (b.len + 1 > b.size) return -(int64_t)(b.len + 1);
     return (int64_t)b.len;
-}
-
-/* ------------------------------------------------------------------ params */
-
-struct kiln_sampling_params kiln_sampling_default_params(void) {
-    struct kiln_sampling_params p = {
-        .seed = KILN_SEED_RANDOM,
-        .top_k = 40,
-        .top_p = 0.95f,
-        .min_p = 0.05f,
-        .typical_p = 1.0f,
-        .temp = 0.8f,
-        .min_keep = 0,
-        .penalty_last_n = 64,
-        .penalty_repeat = 1.0f,
-        .penalty_freq = 0.0f,
-        .penalty_present = 0.0f,
-        .logit_bias = NULL,
-        .n_logit_bias = 0,
-    };
-    return p;
-}
-
-/* Every parameter through its stage's own check, in field order, so the
- * message names the first bad one even for stages the chain leaves out. */
-static bool check_params(const struct kiln_sampling_params *p) {
-    struct kiln_sampler *t[] = {NULL};
-#define CHECK_STAGE(expr)                                                                                    \
-    do {                                                                                                     \
-        if (!(t[0] = (expr))) return false;                                                                  \
-        kiln_sampler_free(t[0]);                                                                             \
-    } while (0)
-    CHECK_STAGE(kiln_sampler_init_top_k(p->top_k));
-    CHECK_STAGE(kiln_sampler_init_top_p(p->top_p, p->min_keep));
-    CHECK_STAGE(kiln_sampler_init_min_p(p->min_p, p->min_keep));
-    CHECK_STAGE(kiln_sampler_init_typical(p->typical_p, p->min_keep));
-    CHECK_STAGE(kiln_sampler_init_temp(p->temp));
-    CHECK_STAGE(kiln_sampler_init_penalties(0, p->penalty_repeat, p->penalty_freq, p->penalty_present));
-    CHECK_STAGE(kiln_sampler_init_logit_bias(p->n_logit_bias, p->logit_bias));
-#undef CHECK_STAGE
-    if (p->penalty_last_n < 0 || p->penalty_last_n > PENALTY_LAST_N_MAX) {
-        set_err("penalty window (last_n) must be in [0, %d], got %d", PENALTY_LAST_N_MAX,
-                (int)p->penalty_last_n);
-        return false;
-    }
-    return true;
-}
-
-struct kiln_sampler *kiln_sampler_from_params(const struct kiln_sampling_params *p) {
-    if (!p) {
-        set_err("kiln_sampler_from_params: no parameters");
-        return NULL;
-    }
-    if (!check_params(p)) return NULL;
-    struct kiln_sampler *c = kiln_sampler_chain_new();
-    if (!c) return NULL;
-    bool penalties_on = p->penalty_last_n != 0 &&
-                        (p->penalty_repeat != 1.0f || p->penalty_freq != 0.0f || p->penalty_present != 0.0f);
-    bool ok = true;
-    if (p->n_logit_bias)
-        ok = kiln_sampler_chain_add(c, kiln_sampler_init_logit_bias(p->n_logit_bias, p->logit_bias));
-    if (ok && penalties_on)
-        ok = kiln_sampler_chain_add(c, kiln_sampler_init_penalties(p->penalty_last_n, p->penalty_repeat,
-                                                                   p->penalty_freq, p->penalty_present));
-    if (ok && p->temp == 0.0f) {
-        ok = kiln_sampler_chain_add(c, kiln_sampler_init_greedy());
-    } else if (ok) {
-        if (ok && p->top_k > 0) ok = kiln_sampler_chain_add(c, kiln_sampler_init_top_k(p->top_k));
-        if (ok && p->typical_p < 1.0f)
-            ok = kiln_sampler_chain_add(c, kiln_sampler_init_typical(p->typical_p, p->min_keep));
-        if (ok && p->top_p < 1.0f)
-            ok = kiln_sampler_chain_add(c, kiln_sampler_init_top_p(p->top_p, p->min_keep));
-        if (ok && p->min_p > 0.0f)
-            ok = kiln_sampler_chain_add(c, kiln_sampler_init_min_p(p->min_p, p->min_keep));
-        if (ok) ok = kiln_sampler_chain_add(c, kiln_sampler_init_temp(p->temp));
-        if (ok) ok = kiln_sampler_chain_add(c, kiln_sampler_init_dist(p->seed));
-    }
-    if (!ok) {
-        kiln_sampler_free(c);
-        return NULL;
-    }
-    return c;
 }

@@ -52,4 +52,9 @@ float samp_max_logit(const struct kiln_candidates *c);
  * +inf logits share the whole mass. */
 void samp_softmax(struct kiln_candidates *c);
 
+#define PENALTY_LAST_N_MAX (1 << 24) /* the longest penalty window */
+
+/* The message kiln_sampler_last_error gives (sampling.c), for the stages' files. */
+void samp_set_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

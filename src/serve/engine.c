@@ -133,7 +133,7 @@ static void slot_start(struct srv_engine *e, struct srv_slot *s, struct srv_task
     s->n_gen = t->n_gen_resume;
     s->order = ++e->tick;
     if (!t->prompt_accepted)
-        for (int32_t i = 0; i < t->n_prompt; i++) kiln_sampler_accept(t->smpl, t->prompt[i]);
+        for (int32_t i = 0; i < t->n_prompt; i++) kiln_sampler_accept_prompt(t->smpl, t->prompt[i]); /* not the grammar's */
     t->prompt_accepted = true;
     pthread_mutex_lock(&t->mu);
     if (!t->started) {

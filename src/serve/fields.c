@@ -50,6 +50,8 @@ static const struct field fields[] = {
     IMPL("tools", CHAT | TMPL), IMPL("tool_choice", CHAT | TMPL), IMPL("parallel_tool_calls", CHAT | TMPL),
     IMPL("chat_template_kwargs", CHAT | TMPL), IMPL("add_generation_prompt", CHAT | TMPL),
     IMPL("reasoning_format", CHAT),
+    /* ---- structured output: read by srv_parse_grammar (grammar.c) */
+    IMPL("response_format", CMPL | CHAT), IMPL("grammar", GEN), IMPL("json_schema", GEN),
     /* ---- the other routes */
     IMPL("add_special", TOK), IMPL("with_pieces", TOK), IMPL("tokens", DETOK),
     /* ---- inside messages[i] and its content parts (roles.c) */
@@ -65,7 +67,7 @@ static const struct field fields[] = {
     NOT("user", GEN, NULL, "end-user ids for abuse monitoring"),
     NOT("functions", CHAT, "[]", "function calls"),
     NOT("function_call", CHAT, "\"none\"", "function calls"),
-    NOT("response_format", GEN, "{\"type\": \"text\"}", "structured output"),
+    NOT("response_format", LLAMA, "{\"type\": \"text\"}", "response_format here (use 'grammar' or 'json_schema')"),
     NOT("audio", CHAT, NULL, "audio output"),
     NOT("modalities", CHAT, "[\"text\"]", "output modalities other than text"),
     NOT("metadata", CHAT, NULL, "stored completions"),
@@ -78,8 +80,6 @@ static const struct field fields[] = {
     NOT("top_logprobs", CMPL | LLAMA, "0", "top_logprobs here (use 'logprobs' on /v1/completions, 'n_probs' "
                                            "on /completion)"),
     /* ---- llama-server's fields kiln does not implement */
-    NOT("grammar", GEN, "\"\"", "GBNF grammars"),
-    NOT("json_schema", GEN, NULL, "JSON schema constrained output"),
     NOT("grammar_lazy", GEN, "false", "lazy grammars"),
     NOT("grammar_triggers", GEN, "[]", "grammar triggers"),
     NOT("preserved_tokens", GEN, "[]", "preserved tokens"),

@@ -532,6 +532,7 @@ bool kiln_server_attach(struct kiln_server *s, const struct kiln_model *model, s
     const char *base = strrchr(model_path, '/');
     snprintf(s->model_id, sizeof s->model_id, "%s", base ? base + 1 : model_path);
     s->model_path = strdup(model_path);
+    if (!(s->grammars = srv_grammars_new(s->vocab, err, errlen))) return false;
     s->engine = srv_engine_new(model, ctx, &s->p, err, errlen);
     if (s->engine) {
         srv_engine_set_metrics(s->engine, s->metrics); /* before /health turns 200: no task yet */
@@ -571,6 +572,7 @@ void kiln_server_stop(struct kiln_server *s) {
     srv_engine_free(s->engine);
     srv_auth_free(s->auth);
     srv_chat_free(s);
+    srv_grammars_free(s->grammars);
     srv_metrics_free(s->metrics);
     pthread_mutex_destroy(&s->log_mu);
     free(s->model_path);

@@ -362,5 +362,19 @@ bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, s
         snprintf(err, errlen, "sampling parameters: %s", kiln_sampler_last_error());
         return false;
     }
+    /* structured output: the grammar's stage first, so the others see allowed tokens only */
+    struct kiln_sampler *g = NULL;
+    if (!srv_parse_grammar(s, body, api, &g, err, errlen)) return false;
+    if (g) {
+        struct kiln_sampler *chain = kiln_sampler_chain_new(), *rest = t->smpl;
+        t->smpl = chain;
+        bool ok = chain && kiln_sampler_chain_add(chain, g); /* an add takes its stage in every case */
+        ok = ok ? kiln_sampler_chain_add(chain, rest) : (kiln_sampler_free(rest), false);
+        if (!chain) kiln_sampler_free(g);
+        if (!ok) {
+            snprintf(err, errlen, "out of memory");
+            return false;
+        }
+    }
     return true;
 }

@@ -110,7 +110,9 @@ void srv_slot_sample(struct srv_engine *e, struct srv_slot *s, const float *logi
                   : logits                                      ? kiln_sampler_sample(t->smpl, logits, e->n_vocab)
                                                                 : KILN_TOKEN_NULL;
     if (tok < 0) {
-        srv_task_fail(t, 500, "sampling failed");
+        char msg[320];
+        snprintf(msg, sizeof msg, "sampling failed: %s", kiln_sampler_last_error());
+        srv_task_fail(t, 500, msg);
         s->failed = true;
         srv_slot_release(e, s, true);
         return;

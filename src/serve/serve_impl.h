@@ -153,6 +153,7 @@ struct kiln_server {
     pthread_mutex_t log_mu; /* libmicrohttpd's messages, rate-limited */
     long long log_second;
     int log_count, log_dropped;
+    struct srv_grammars *grammars; /* the vocabulary's token index and recent grammars */
 };
 
 /* ---- replies (reply.c): a route fills one; the connection's own thread sends it */
@@ -378,6 +379,16 @@ bool srv_parse_prompt(struct kiln_server *s, const cJSON *prompt, int i, struct 
 /* Token ids of a JSON array, each checked against the vocabulary. */
 bool srv_parse_ids(struct kiln_server *s, const cJSON *arr, const char *field, int32_t **ids, int32_t *n, char *err,
                    size_t errlen);
+
+/* ---- structured output (grammar.c): response_format, grammar, json_schema */
+struct srv_grammars;
+/* The token index of v and an empty cache of compiled grammars; NULL with a message. */
+struct srv_grammars *srv_grammars_new(const struct kiln_vocab *v, char *err, size_t errlen);
+void srv_grammars_free(struct srv_grammars *c);
+/* The grammar a request asks for, as a sampler stage to put first (*stage NULL: none);
+ * false with a message naming the field (the client gets a 400). */
+bool srv_parse_grammar(struct kiln_server *s, const cJSON *body, enum srv_api api, struct kiln_sampler **stage,
+                       char *err, size_t errlen);
 
 /* ---- response bodies (format.c) */
 cJSON *srv_format_final(struct kiln_server *s, struct srv_task *t);   /* non-streamed body, under t->mu */

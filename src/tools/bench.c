@@ -247,6 +247,8 @@ int cmd_bench(int argc, char **argv) {
     struct list pp = {{128}, 1}, tg = {{64}, 1}, depth = {{0}, 1}, threads = {{ma.n_threads}, 1};
     int reps = 3;
     enum output out = OUT_MD;
+    const char *grammar_path = NULL;
+    bool grammar_schema = false;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v;
         /* lists first: -t is also a shared model option, with one value */
@@ -260,9 +262,12 @@ int cmd_bench(int argc, char **argv) {
         if (r > 0) continue;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             printf("usage: kiln bench -m MODEL [-p 128] [-n 64] [-d 0] [-t 2] [-r 3] [-o md|json|csv]\n"
+                   "       kiln bench -m MODEL (--json-schema FILE | --grammar-file FILE) [-n 64] [-t 2] [-r 3] [-o md|json]\n"
                    "pp: -p random tokens in one batch; tg: -n tokens one at a time; after -d tokens already in\n"
                    "the cache; -r repetitions after a warm-up; mean and standard deviation of tokens/s.\n"
-                   "-p, -n, -d, -t take comma-separated lists (every combination runs); 0 skips pp or tg.\n%s",
+                   "-p, -n, -d, -t take comma-separated lists (every combination runs); 0 skips pp or tg.\n"
+                   "With a schema or grammar: tg sampled without and with it (llama.cpp's default sampler), the\n"
+                   "schema's compile time and each token's mask time (median, p99, max).\n%s",
                    model_args_help());
             return EXIT_OK;
         } else if (!strcmp(o, "-p") || !strcmp(o, "--n-prompt")) {
@@ -274,6 +279,10 @@ int cmd_bench(int argc, char **argv) {
         } else if (!strcmp(o, "-d") || !strcmp(o, "--n-depth")) {
             if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !parse_list(cmd, o, v, 0, 1 << 20, &depth))
                 return EXIT_USAGE;
+        } else if (!strcmp(o, "--json-schema") || !strcmp(o, "--grammar-file")) {
+            if (grammar_path) return tool_usage_error(cmd, "give one of --json-schema and --grammar-file");
+            if (!(grammar_path = tool_arg_path(cmd, argc, argv, &i))) return EXIT_USAGE;
+            grammar_schema = !strcmp(o, "--json-schema");
         } else if (!strcmp(o, "-r") || !strcmp(o, "--repetitions")) {
             if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !tool_parse_int(cmd, o, v, 1, 1000, &reps))
                 return EXIT_USAGE;
@@ -288,6 +297,14 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     if (!ma.model_path) return tool_usage_error(cmd, "-m MODEL is required");
+    if (grammar_path) {
+        if (tg.n != 1 || tg.v[0] < 1 || threads.n != 1 || out == OUT_CSV)
+            return tool_usage_error(cmd, "with a schema or grammar: one -n of at least 1, one -t, -o md or json");
+        ma.n_threads = threads.v[0];
+        int grc = bench_grammar(&ma, cmd, grammar_path, grammar_schema, tg.v[0], reps, out == OUT_JSON);
+        model_args_free(&ma);
+        return grc;
+    }
     const int max_p = list_max(&pp), max_n = list_max(&tg), max_d = list_max(&depth);
     if (max_p == 0 && max_n == 0) return tool_usage_error(cmd, "nothing to do: -p 0 and -n 0");
     const int max_run = max_p > max_n ? max_p : max_n;

@@ -108,7 +108,8 @@ int cmd_chat(int argc, char **argv) {
                    "                          zephyr, deepseek, ...); also what renders when the model has no\n"
                    "                          template (ChatML then)\n"
                    "  --reasoning-format F    deepseek (the default): a reply's thinking goes to stderr;\n"
-                   "                          none: it stays in the reply\n%s%s",
+                   "                          none: it stays in the reply\n"
+                   "With a grammar or a JSON schema, every reply is held to it from its start.\n%s%s",
                    model_args_help(), gen_args_help());
             return EXIT_OK;
         } else if (!strcmp(o, "--template")) {
@@ -151,9 +152,11 @@ int cmd_chat(int argc, char **argv) {
         fprintf(stderr, "kiln %s: cannot read the conversation from stdin: %s\n", cmd, no_input);
         return EXIT_RUNTIME;
     }
-    int rc = EXIT_RUNTIME;
+    int rc = gen_args_prepare(&ga, cmd);
+    if (rc != EXIT_OK) return rc;
+    rc = EXIT_RUNTIME;
     struct kiln_batch batch = {0};
-    struct kiln_sampler *smpl = gen_args_sampler(&ga, cmd);
+    struct kiln_sampler *smpl = NULL;
     char *line = NULL, *tmpl_text = NULL, *tools_text = NULL;
     size_t line_cap = 0;
     struct gen_out cache = {0}; /* the ids the KV cache holds, in order */
@@ -175,7 +178,7 @@ int cmd_chat(int argc, char **argv) {
         if (!(tmpl_text = tool_read_file(cmd, tmpl_path, 4u << 20, &tl))) goto done;
         if (tool_text_has_nul(cmd, tmpl_path, tmpl_text, tl)) goto done;
     }
-    if (!smpl || !model_args_load(&ma, cmd, 0)) goto done;
+    if (!model_args_load(&ma, cmd, 0)) goto done;
     if (jinja) {
         char err[512];
         tmpl = srv_chat_tmpl_load(ma.model, tmpl_text, err, sizeof err);
@@ -190,6 +193,7 @@ int cmd_chat(int argc, char **argv) {
         goto done;
     }
     const struct kiln_vocab *v = kiln_model_vocab(ma.model);
+    if (!(smpl = gen_args_sampler(&ga, cmd, v))) goto done;
     struct srv_chat_cfg cfg = {.vocab = v, .native = family, .reasoning = reasoning, .reasoning_budget = -1};
     batch = kiln_batch_init(model_args_n_batch(&ma)); /* longer turns are decoded in chunks */
     if (!batch.capacity) goto done;
@@ -325,6 +329,7 @@ done:
     gen_out_free(&cache);
     kiln_batch_free(&batch);
     kiln_sampler_free(smpl);
+    gen_args_free(&ga);
     model_args_free(&ma);
     return rc;
 }

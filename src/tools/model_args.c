@@ -144,6 +144,7 @@ int64_t model_tokenize(const char *cmd, const struct kiln_vocab *v, const char *
 /* ------------------------------------------------------------------ sampling options */
 
 void gen_args_init(struct gen_args *g) {
+    memset(g, 0, sizeof *g);
     g->sp = kiln_sampling_default_params();
     g->n_predict = -1;
 }
@@ -176,6 +177,18 @@ int gen_args_parse(struct gen_args *g, const char *cmd, int argc, char **argv, i
         int64_t seed;
         if (!VAL() || !tool_parse_i64(cmd, o, v, 0, 0xFFFFFFFFLL, &seed)) return -1;
         sp->seed = (uint32_t)seed;
+    } else if (!strcmp(o, "--grammar") || !strcmp(o, "--grammar-file") || !strcmp(o, "-j") ||
+               !strcmp(o, "--json-schema") || !strcmp(o, "-jf") || !strcmp(o, "--json-schema-file")) {
+        const char **slot = !strcmp(o, "--grammar") ? &g->grammar : !strcmp(o, "--grammar-file") ? &g->grammar_file
+                            : o[1] == 'j' && !o[2] ? &g->schema : !strcmp(o, "--json-schema") ? &g->schema
+                                                                                               : &g->schema_file;
+        if (g->grammar || g->grammar_file || g->schema || g->schema_file) {
+            tool_usage_error(cmd, "give one of --grammar, --grammar-file, --json-schema, --json-schema-file");
+            return -1;
+        }
+        if (!(*slot = slot == &g->grammar_file || slot == &g->schema_file ? tool_arg_path(cmd, argc, argv, i)
+                                                                           : tool_arg_value(cmd, argc, argv, i)))
+            return -1;
     } else {
         return 0;
     }
@@ -188,13 +201,65 @@ const char *gen_args_help(void) {
            "  --temp T                temperature (default 0.8; 0 = greedy)\n"
            "  --top-k K, --top-p P, --min-p P, --typical P   (defaults 40, 0.95, 0.05, 1.0)\n"
            "  --repeat-penalty X, --repeat-last-n N, --frequency-penalty X, --presence-penalty X\n"
-           "  -s, --seed N            seed of the random draw (same seed, same text on any machine)\n";
+           "  -s, --seed N            seed of the random draw (same seed, same text on any machine)\n"
+           "  --grammar GBNF, --grammar-file FILE   output held to a GBNF grammar (llama.cpp's format)\n"
+           "  -j, --json-schema SCHEMA, -jf, --json-schema-file FILE   output is JSON valid for the schema\n";
 }
 
-struct kiln_sampler *gen_args_sampler(const struct gen_args *g, const char *cmd) {
+int gen_args_prepare(struct gen_args *g, const char *cmd) {
+    struct kiln_sampler *check = kiln_sampler_from_params(&g->sp);
+    if (!check) {
+        fprintf(stderr, "kiln %s: %s\n", cmd, kiln_sampler_last_error());
+        return EXIT_USAGE;
+    }
+    kiln_sampler_free(check);
+    const char *file = g->grammar_file ? g->grammar_file : g->schema_file, *text = g->grammar ? g->grammar : g->schema;
+    if (!file && !text) return EXIT_OK;
+    char *owned = NULL, err[512];
+    size_t len = text ? strlen(text) : 0;
+    if (file && !(text = owned = tool_read_file(cmd, file, TOOL_TEXT_MAX, &len))) return EXIT_RUNTIME;
+    bool schema = g->schema || g->schema_file;
+    g->g = schema ? kiln_grammar_from_json_schema(text, len, err, sizeof err)
+                  : kiln_grammar_parse(text, len, NULL, err, sizeof err);
+    free(owned);
+    if (!g->g) {
+        fprintf(stderr, "kiln %s: %s%s: %s\n", cmd, schema ? "--json-schema" : "--grammar", file ? "-file" : "", err);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+struct kiln_sampler *gen_args_sampler(struct gen_args *g, const char *cmd, const struct kiln_vocab *vocab) {
     struct kiln_sampler *s = kiln_sampler_from_params(&g->sp);
-    if (!s) fprintf(stderr, "kiln %s: %s\n", cmd, kiln_sampler_last_error());
-    return s;
+    if (!s) {
+        fprintf(stderr, "kiln %s: %s\n", cmd, kiln_sampler_last_error());
+        return NULL;
+    }
+    if (!g->g) return s;
+    char err[256];
+    if (!g->gv && !(g->gv = kiln_grammar_vocab_new(vocab, err, sizeof err))) {
+        fprintf(stderr, "kiln %s: %s\n", cmd, err);
+        kiln_sampler_free(s);
+        return NULL;
+    }
+    /* the grammar first: the stages after it see allowed tokens only (an add takes
+     * its stage in every case, freeing it on failure) */
+    struct kiln_sampler *chain = kiln_sampler_chain_new();
+    bool ok = chain && kiln_sampler_chain_add(chain, kiln_sampler_init_grammar(g->g, g->gv));
+    ok = ok ? kiln_sampler_chain_add(chain, s) : (kiln_sampler_free(s), false);
+    if (!ok) {
+        fprintf(stderr, "kiln %s: %s\n", cmd, kiln_sampler_last_error());
+        kiln_sampler_free(chain);
+        return NULL;
+    }
+    return chain;
+}
+
+void gen_args_free(struct gen_args *g) {
+    kiln_grammar_free(g->g);
+    kiln_grammar_vocab_free(g->gv);
+    g->g = NULL;
+    g->gv = NULL;
 }
 
 /* ------------------------------------------------------------------ generation */

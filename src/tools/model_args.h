@@ -55,17 +55,26 @@ const char *prompt_args_text(struct prompt_args *p, const char *cmd, int *rc);
 void prompt_args_free(struct prompt_args *p);
 void print_ids_json(FILE *f, const int32_t *ids, int64_t n);
 
-/* ---- sampling options shared by run, chat and serve */
+/* ---- sampling options shared by run and chat, and the output grammar */
 struct gen_args {
     struct kiln_sampling_params sp;
     int n_predict;
+    /* at most one of: GBNF text, a GBNF file, a JSON Schema (text or file) */
+    const char *grammar, *grammar_file, *schema, *schema_file;
+    struct kiln_grammar *g;          /* compiled by gen_args_prepare */
+    struct kiln_grammar_vocab *gv;   /* made by gen_args_sampler from the model's vocabulary */
 };
 void gen_args_init(struct gen_args *g);
 /* like model_args_parse: 1 consumed, 0 not ours, -1 bad value */
 int gen_args_parse(struct gen_args *g, const char *cmd, int argc, char **argv, int *i);
 const char *gen_args_help(void);
-/* The sampler chain for these options; NULL with a message on stderr. */
-struct kiln_sampler *gen_args_sampler(const struct gen_args *g, const char *cmd);
+/* Check the sampling options and compile the grammar, before the model loads (a bad
+ * grammar fails at once): an exit code, EXIT_OK when all is well. */
+int gen_args_prepare(struct gen_args *g, const char *cmd);
+/* The sampler chain for these options (the grammar first, on vocab's tokens); NULL with
+ * a message on stderr. */
+struct kiln_sampler *gen_args_sampler(struct gen_args *g, const char *cmd, const struct kiln_vocab *vocab);
+void gen_args_free(struct gen_args *g);
 
 /* Generation after a decode left the last token's logits current with n_past tokens of
  * sequence 0 in the cache: sample (from logits tool_logits_ok accepts), stream the piece
@@ -84,6 +93,10 @@ int64_t generate(const char *cmd, struct kiln_context *ctx, const struct kiln_mo
 void gen_note_ctx_full(const char *cmd, const struct kiln_context *ctx, const struct gen_out *out, int64_t n_gen,
                        int n_predict);
 void gen_out_free(struct gen_out *out);
+
+/* `kiln bench --json-schema FILE` / `--grammar-file FILE` (bench_grammar.c): n tokens without
+ * and with the grammar, reps times after a warm-up; an exit code. */
+int bench_grammar(struct model_args *ma, const char *cmd, const char *path, bool schema, int n, int reps, bool json);
 bool gen_push_id(struct gen_out *out, int32_t tok);
 
 #endif

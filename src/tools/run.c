@@ -27,7 +27,8 @@ int cmd_run(int argc, char **argv) {
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             printf("usage: kiln run -m MODEL (-p PROMPT | -f FILE) [-n N] [sampling options] [--json] [-v]\n"
                    "Generates up to N tokens (default 64) after the prompt (BOS per the model), streaming\n"
-                   "them to stdout; stops at an end-of-generation token. --json prints\n"
+                   "them to stdout; stops at an end-of-generation token (with a grammar or a JSON schema:\n"
+                   "only where the output is complete). --json prints\n"
                    "{\"tokens\": [...], \"text\": \"...\"} of the generated part only; -v prints load time\n"
                    "and prompt/generation tokens per second on stderr.\n%s%s",
                    model_args_help(), gen_args_help());
@@ -44,17 +45,21 @@ int cmd_run(int argc, char **argv) {
     int rc;
     const char *text = prompt_args_text(&pa, cmd, &rc);
     if (!text) return rc;
+    if ((rc = gen_args_prepare(&ga, cmd)) != EXIT_OK) {
+        prompt_args_free(&pa);
+        return rc;
+    }
     rc = EXIT_RUNTIME;
     int32_t *ids = NULL;
     char *all = NULL;
     struct kiln_batch batch = {0};
-    struct kiln_sampler *smpl = gen_args_sampler(&ga, cmd);
+    struct kiln_sampler *smpl = NULL;
     struct gen_out out = {0};
-    if (!smpl) goto done;
     double t0 = tool_now();
     if (!model_args_load(&ma, cmd, 0)) goto done;
     double t_load = tool_now() - t0;
     const struct kiln_vocab *v = kiln_model_vocab(ma.model);
+    if (!(smpl = gen_args_sampler(&ga, cmd, v))) goto done;
     int64_t n = model_tokenize(cmd, v, text, kiln_vocab_add_bos(v), &ids);
     if (n < 0) goto done;
     if (n == 0) {
@@ -71,7 +76,7 @@ int cmd_run(int argc, char **argv) {
     t0 = tool_now();
     if (!decode_prompt(cmd, ma.ctx, ma.model, &batch, ids, n, 0, false, NULL, NULL)) goto done;
     double t_prompt = tool_now() - t0;
-    for (int64_t i = 0; i < n; i++) kiln_sampler_accept(smpl, ids[i]); /* the prompt counts for penalties */
+    for (int64_t i = 0; i < n; i++) kiln_sampler_accept_prompt(smpl, ids[i]); /* the prompt counts for penalties */
     t0 = tool_now();
     int64_t n_gen = generate(cmd, ma.ctx, ma.model, smpl, (int32_t)n, ga.n_predict, json ? NULL : stdout, &out);
     double t_gen = tool_now() - t0;
@@ -107,6 +112,7 @@ done:
     kiln_batch_free(&batch);
     free(ids);
     prompt_args_free(&pa);
+    gen_args_free(&ga);
     model_args_free(&ma);
     return rc;
 }
