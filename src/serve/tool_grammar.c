@@ -161,7 +161,17 @@ static bool xml_params(struct gb *b, int i, const cJSON *params, const char *whe
             }
             puts_(b, ") \"\\n</parameter>\\n\"\n");
         } else if (!type || !strcmp(type, "string") || !cJSON_IsObject(p)) {
-            puts_(b, " tc-text\n");
+            /* raw text up to the closing tag; a maxLength (without a pattern) bounds it, '<' then left out */
+            const cJSON *max = cJSON_GetObjectItemCaseSensitive(p, "maxLength");
+            const cJSON *min = cJSON_GetObjectItemCaseSensitive(p, "minLength");
+            if (type && cJSON_IsNumber(max) && max->valuedouble >= 0 && max->valuedouble <= 100000 &&
+                !cJSON_GetObjectItemCaseSensitive(p, "pattern") && !cJSON_GetObjectItemCaseSensitive(p, "format")) {
+                int lo = cJSON_IsNumber(min) && min->valuedouble > 0 ? (int)min->valuedouble : 0;
+                int hi = (int)max->valuedouble;
+                putf(b, " [^<]{%d,%d} \"\\n</parameter>\\n\"\n", lo < hi ? lo : hi, hi);
+            } else {
+                puts_(b, " tc-text\n");
+            }
         } else {
             char prefix[32], w[300];
             snprintf(prefix, sizeof prefix, "t%d-p%d-", i, j);
