@@ -89,7 +89,7 @@ static bool schema_rules(struct gb *b, const cJSON *schema, const char *prefix, 
         snprintf(err, errlen, "out of memory");
         return false;
     }
-    char e[300];
+    char e[512];
     int64_t need = kiln_json_schema_to_gbnf(text, strlen(text), prefix, NULL, 0, e, sizeof e);
     char *g = need < 0 && need != KILN_ERR_INVALID ? malloc((size_t)-need) : NULL;
     bool ok = g && kiln_json_schema_to_gbnf(text, strlen(text), prefix, g, (size_t)-need, e, sizeof e) >= 0;
