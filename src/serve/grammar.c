@@ -181,9 +181,12 @@ bool srv_parse_grammar(struct kiln_server *s, const cJSON *body, enum srv_api ap
     }
     if (chat && chat->tool_gbnf) {
         bool lazy = chat->n_tool_triggers > 0;
-        if (!rf && !gbnf && !js)
-            return (*stage = stage_for(s->grammars, 'g', chat->tool_gbnf, "tools", chat->tool_triggers,
-                                       chat->n_tool_triggers, err, errlen)) != NULL;
+        if (!rf && !gbnf && !js) {
+            *stage = stage_for(s->grammars, 'g', chat->tool_gbnf, "tools", chat->tool_triggers, chat->n_tool_triggers,
+                               err, errlen);
+            if (!*stage && lazy) err[0] = 0; /* "auto" asked for no constraint: its calls are then parsed, not held */
+            return *stage != NULL || lazy;
+        }
         if (!lazy) { /* both would hold the whole reply */
             snprintf(err, errlen, "'tool_choice' \"required\" or a named function holds the reply to tool calls: it "
                                   "cannot go with '%s'", rf ? "response_format" : gbnf ? "grammar" : "json_schema");
