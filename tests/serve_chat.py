@@ -107,8 +107,9 @@ bad = [
 for body, words in bad:
     s, b = post("/v1/chat/completions", dict(body, max_tokens=4))
     check("400 for %s" % json.dumps(body)[:120], err_has(s, b, 400, words), (s, b))
-s, b = post("/v1/chat/completions", {"messages": USER, "tools": TOOLS, "tool_choice": "required", "max_tokens": 4})
-check("tool_choice required (no grammar yet): 400 saying so", err_has(s, b, 400, ["tool_choice", "grammar"]), (s, b))
+s, b = post("/v1/chat/completions", {"messages": USER, "tools": TOOLS, "max_tokens": 4,
+                                     "tool_choice": {"type": "function", "function": {"name": "get_time"}}})
+check("tool_choice naming a function not offered: 400 naming it", err_has(s, b, 400, ["tool_choice", "get_time"]), (s, b))
 
 # ---- generation: thinking into reasoning_content, the same whole and streamed
 req = {"messages": HISTORY, "tools": TOOLS, "max_tokens": 24, "temperature": 0}

@@ -1,8 +1,9 @@
 // serve_openai_tools.mjs - the official `openai` client asks kiln serve (a model with a Jinja chat
-// template) for tool calls with tool_choice "required", two tools offered, streamed and not: every
-// call must name an offered tool and its arguments must parse as JSON and match the tool's schema
-// (required keys present, types right, no keys the schema does not define). Exit 77 when the server
-// says tool_choice "required" needs the grammar engine it does not have.
+// template) for tool calls, two tools offered: tool_choice "required" (streamed and not) and each
+// function by name give calls that name an offered tool (the named one) and whose arguments parse
+// as JSON and match the tool's schema (required keys present, types, enums, bounds, lengths, no keys
+// the schema does not define); "auto" and "none" give replies the client reads (the KJV model writes
+// text, not calls). The server holds the calls with its grammar engine: the model cannot call by itself.
 // usage: node serve_openai_tools.mjs BASE_URL MODEL_ID
 import OpenAI from "openai";
 
@@ -15,10 +16,10 @@ const check = (what, cond, detail) => {
 };
 const tools = [
   { type: "function", function: { name: "get_weather", description: "Weather in a city.",
-    parameters: { type: "object", properties: { city: { type: "string" }, days: { type: "integer", minimum: 1, maximum: 7 } },
+    parameters: { type: "object", properties: { city: { type: "string", maxLength: 20 }, days: { type: "integer", minimum: 1, maximum: 7 } },
                   required: ["city"], additionalProperties: false } } },
   { type: "function", function: { name: "search", description: "Search the scriptures.",
-    parameters: { type: "object", properties: { query: { type: "string" }, book: { type: "string", enum: ["Genesis", "Exodus"] } },
+    parameters: { type: "object", properties: { query: { type: "string", maxLength: 30 }, book: { type: "string", enum: ["Genesis", "Exodus"] } },
                   required: ["query", "book"], additionalProperties: false } } },
 ];
 const schemaOf = Object.fromEntries(tools.map((t) => [t.function.name, t.function.parameters]));
@@ -28,7 +29,7 @@ function matches(schema, v) {
   for (const [k, x] of Object.entries(v)) {
     const p = schema.properties[k];
     if (!p) return false;
-    if (p.type === "string" && typeof x !== "string") return false;
+    if (p.type === "string" && (typeof x !== "string" || x.length > p.maxLength)) return false;
     if (p.type === "integer" && !Number.isInteger(x)) return false;
     if (p.enum && !p.enum.includes(x)) return false;
     if (p.minimum !== undefined && x < p.minimum) return false;
@@ -48,18 +49,12 @@ function checkCalls(label, calls) {
   }
 }
 const messages = [{ role: "user", content: "What is the weather in Jerusalem, and where does Genesis speak of light?" }];
-const req = { model: modelId, messages, tools, tool_choice: "required", max_tokens: 200, temperature: 0.7, seed: 3 };
-try {
-  const r = await client.chat.completions.create(req);
-  check("finish_reason tool_calls", r.choices[0].finish_reason === "tool_calls", r.choices[0]);
-  checkCalls("whole", r.choices[0].message.tool_calls);
-} catch (e) {
-  if (e instanceof OpenAI.BadRequestError && /grammar/.test(e.message)) {
-    console.log(`SKIP: ${e.message}`);
-    process.exit(77);
-  }
-  throw e;
-}
+const req = { model: modelId, messages, tools, tool_choice: "required", parallel_tool_calls: false, max_tokens: 400,
+              temperature: 0.7, seed: 3 };
+const r = await client.chat.completions.create(req);
+check("finish_reason tool_calls", r.choices[0].finish_reason === "tool_calls", r.choices[0]);
+check("content null beside the calls", r.choices[0].message.content === null, r.choices[0].message);
+checkCalls("whole", r.choices[0].message.tool_calls);
 const calls = [];
 let finish = null;
 for await (const chunk of await client.chat.completions.create({ ...req, stream: true })) {
@@ -80,6 +75,12 @@ for (const name of ["get_weather", "search"]) {
   const tc = r.choices[0].message.tool_calls || [];
   check(`a named function (${name}) is the one called`, tc.length > 0 && tc.every((c) => c.function.name === name), tc);
   checkCalls(`named ${name}`, tc);
+}
+for (const tool_choice of ["auto", "none"]) {
+  const a = await client.chat.completions.create({ ...req, tool_choice, max_tokens: 12 });
+  const m = a.choices[0].message;
+  check(`${tool_choice}: a reply the client reads`, typeof m.content === "string" || (m.tool_calls || []).length > 0, m);
+  if (tool_choice === "none") check("none: no calls", !m.tool_calls, m);
 }
 console.log(`serve_openai_tools: ${passes} passed, ${fails} failed`);
 process.exit(fails ? 1 : 0);

@@ -197,6 +197,7 @@ void srv_chat_out_free(struct srv_chat_out *o) {
     free((char *)o->o.think_prefix);
     free((char *)o->o.tools_json);
     free(o->think_end);
+    free(o->tool_gbnf);
     memset(o, 0, sizeof *o);
 }
 
@@ -469,20 +470,57 @@ fail:
     return NULL;
 }
 
-/* tool_choice: auto, none, required, or {"type": "function", "function": {"name"}}; 0 auto, 1 none, 2 forced */
-static int tool_choice(const cJSON *tc, char *err, size_t errlen) {
+/* tool_choice: auto, none, required, or {"type": "function", "function": {"name"}}; 0 auto, 1 none, 2 forced
+ * (*name: the named function, else NULL) */
+static int tool_choice(const cJSON *tc, const char **name, char *err, size_t errlen) {
+    *name = NULL;
     if (!tc || cJSON_IsNull(tc)) return 0;
     if (cJSON_IsString(tc)) {
         if (!strcmp(tc->valuestring, "auto")) return 0;
         if (!strcmp(tc->valuestring, "none")) return 1;
         if (!strcmp(tc->valuestring, "required")) return 2;
     } else if (cJSON_IsObject(tc)) {
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tc, "function"), "name");
-        if (cJSON_IsString(name)) return 2;
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(tc, "type");
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        const cJSON *it;
+        bool only_name = cJSON_IsObject(fn);
+        cJSON_ArrayForEach(it, fn) only_name &= !strcmp(it->string, "name");
+        bool only_keys = true;
+        cJSON_ArrayForEach(it, tc) only_keys &= !strcmp(it->string, "type") || !strcmp(it->string, "function");
+        if (only_keys && only_name && cJSON_IsString(type) && !strcmp(type->valuestring, "function") &&
+            cJSON_IsString(n) && *n->valuestring) {
+            *name = n->valuestring;
+            return 2;
+        }
     }
     snprintf(err, errlen, "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
                           "\"function\": {\"name\": ...}}");
     return -1;
+}
+
+/* The grammar that holds the calls: from the first token for "required" or a named function (a thinking
+ * block the prompt opened is closed first), from the format's call opener for "auto" (where the format has
+ * one in text). A schema kiln refuses fails a forced choice; with "auto" the calls are then parsed, not held. */
+static bool tool_grammar(const struct tmpl *tp, const cJSON *tools, int choice, const char *name, bool parallel,
+                         struct srv_chat_out *out, char *err, size_t errlen) {
+    struct srv_tool_grammar_opts go = {.format = tp->fmt, .tools = tools, .only = name, .parallel = parallel,
+                                       .template_src = tp->src};
+    if (choice == 2) {
+        go.before = out->in_think ? "</think>\n\n" : NULL;
+        out->o.format = srv_tool_grammar_format(tp->fmt);
+        out->tool_gbnf = srv_tool_grammar(&go, err, errlen);
+        return out->tool_gbnf != NULL;
+    }
+    size_t n = 0;
+    const char *const *trig = srv_tool_triggers(tp->fmt, &n);
+    if (!n) return true;
+    char e[256];
+    if ((out->tool_gbnf = srv_tool_grammar(&go, e, sizeof e))) {
+        out->tool_triggers = trig;
+        out->n_tool_triggers = n;
+    }
+    return true;
 }
 
 /* ------------------------------------------------------------------ rendering */
@@ -507,13 +545,9 @@ char *srv_chat_tmpl_render(const struct srv_chat_tmpl *c, const struct srv_chat_
         return NULL;
     const cJSON *tools_in = cJSON_GetObjectItemCaseSensitive(body, "tools");
     if (tools_in && cJSON_IsNull(tools_in)) tools_in = NULL;
-    int choice = tool_choice(cJSON_GetObjectItemCaseSensitive(body, "tool_choice"), err, errlen);
+    const char *forced_name = NULL;
+    int choice = tool_choice(cJSON_GetObjectItemCaseSensitive(body, "tool_choice"), &forced_name, err, errlen);
     if (choice < 0) return NULL;
-    if (choice == 2 && cfg->generating) {
-        snprintf(err, errlen, "'tool_choice' \"required\" or a named function needs output constrained by a grammar, "
-                              "which kiln does not have yet: use \"auto\"");
-        return NULL;
-    }
     bool reasoning = cfg->reasoning;
     const cJSON *rf = cJSON_GetObjectItemCaseSensitive(body, "reasoning_format");
     if (rf && !cJSON_IsNull(rf)) {
@@ -540,6 +574,10 @@ char *srv_chat_tmpl_render(const struct srv_chat_tmpl *c, const struct srv_chat_
     if (tools && cJSON_GetArraySize(tools) == 0) {
         cJSON_Delete(tools);
         tools = NULL;
+    }
+    if (choice == 2 && !tools) {
+        snprintf(err, errlen, "'tool_choice' %s needs a non-empty 'tools'", forced_name ? "naming a function" : "\"required\"");
+        return NULL;
     }
     const struct tmpl *tp = !c ? NULL : tools && c->has_tool ? &c->tool : &c->def;
     cJSON *msgs = NULL;
@@ -607,8 +645,16 @@ char *srv_chat_tmpl_render(const struct srv_chat_tmpl *c, const struct srv_chat_
         }
         if (out->o.parse_tools) out->o.tools_json = cJSON_PrintUnformatted(tools);
         out->parse = out->o.parse_tools || tp->thinks;
+        if (out->o.parse_tools && cfg->generating && !tool_grammar(tp, tools, choice, forced_name, parallel, out, err,
+                                                                   errlen))
+            goto fail_out;
     }
     *status = 200;
+    goto done;
+fail_out:
+    srv_chat_out_free(out);
+    free(prompt);
+    prompt = NULL;
 done:
     cJSON_Delete(msgs);
     cJSON_Delete(tools);

@@ -27,6 +27,11 @@ struct srv_chat_out {
     /* the engine's view of the thinking block as tokens arrive */
     int32_t think_used, force_at;
     bool forcing, think_closed;
+    /* tool calls held by a grammar (tool_choice "required" or a named function; with "auto", lazily from
+     * the format's call opener): the GBNF text (NULL: none) and, when lazy, its triggers */
+    char *tool_gbnf;
+    const char *const *tool_triggers;
+    size_t n_tool_triggers;
 };
 void srv_chat_out_free(struct srv_chat_out *o);
 
@@ -52,5 +57,23 @@ struct srv_chat_cfg {
  * with an HTTP status and a message naming the field or the template line. */
 char *srv_chat_tmpl_render(const struct srv_chat_tmpl *c, const struct srv_chat_cfg *cfg, const cJSON *body,
                            struct srv_chat_out *out, int *status, char *err, size_t errlen);
+
+/* ---- tool calls held by a grammar (tool_grammar.c) */
+struct srv_tool_grammar_opts {
+    enum kiln_tool_format format; /* CONTENT: the generic JSON calls */
+    const cJSON *tools;           /* the checked tools (tools_for): each has function.name and .parameters */
+    const char *only;             /* a named function: only it; NULL: any tool */
+    bool parallel;                /* one or more calls; else exactly one */
+    const char *before;           /* text the output must begin with (closing a thinking block); may be NULL */
+    const char *template_src;     /* a variant within the format (Mistral's NAME[ARGS]{...}); may be NULL */
+};
+/* GBNF whose root is the format's call markup, each tool's arguments held to its parameters schema
+ * (malloc'd); NULL with a message naming the tool whose schema kiln refuses. */
+char *srv_tool_grammar(const struct srv_tool_grammar_opts *o, char *err, size_t errlen);
+/* The format the grammar and the parser use (a template with no call markup: generic JSON). */
+enum kiln_tool_format srv_tool_grammar_format(enum kiln_tool_format f);
+/* The text that opens a call in format f (lazy triggers for tool_choice "auto"); NULL (*n 0) for formats whose
+ * calls are the whole reply or open with control tokens. */
+const char *const *srv_tool_triggers(enum kiln_tool_format f, size_t *n);
 
 #endif

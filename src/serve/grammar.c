@@ -52,9 +52,10 @@ void srv_grammars_free(struct srv_grammars *c) {
     free(c);
 }
 
-/* The sampler stage for a GBNF text or a schema (kind 'g' or 's'); NULL with a message. */
+/* The sampler stage for a GBNF text or a schema (kind 'g' or 's'); lazy from the triggers when there are
+ * some; NULL with a message. */
 static struct kiln_sampler *stage_for(struct srv_grammars *c, char kind, const char *text, const char *field,
-                                      char *err, size_t errlen) {
+                                      const char *const *triggers, size_t n_triggers, char *err, size_t errlen) {
     size_t n = strlen(text);
     char *key = malloc(n + 3);
     if (!key) {
@@ -85,7 +86,9 @@ static struct kiln_sampler *stage_for(struct srv_grammars *c, char kind, const c
         hit = lru;
     }
     hit->used = ++c->tick;
-    if (!(stage = kiln_sampler_init_grammar(hit->g, c->gv)))
+    stage = n_triggers ? kiln_sampler_init_grammar_lazy(hit->g, c->gv, triggers, n_triggers)
+                       : kiln_sampler_init_grammar(hit->g, c->gv);
+    if (!stage)
         snprintf(err, errlen, "'%s': %s", field, kiln_sampler_last_error());
 done:
     pthread_mutex_unlock(&c->mu);
@@ -162,8 +165,8 @@ static bool response_format(const cJSON *rf, const cJSON **schema, bool *any_obj
     return false;
 }
 
-bool srv_parse_grammar(struct kiln_server *s, const cJSON *body, enum srv_api api, struct kiln_sampler **stage,
-                       char *err, size_t errlen) {
+bool srv_parse_grammar(struct kiln_server *s, const cJSON *body, enum srv_api api, const struct srv_chat_out *chat,
+                       struct kiln_sampler **stage, char *err, size_t errlen) {
     *stage = NULL;
     const cJSON *rf = cJSON_GetObjectItemCaseSensitive(body, "response_format");
     const cJSON *gbnf = cJSON_GetObjectItemCaseSensitive(body, "grammar");
@@ -176,6 +179,21 @@ bool srv_parse_grammar(struct kiln_server *s, const cJSON *body, enum srv_api ap
         snprintf(err, errlen, "give only one of 'response_format', 'grammar' and 'json_schema'");
         return false;
     }
+    if (chat && chat->tool_gbnf) {
+        bool lazy = chat->n_tool_triggers > 0;
+        if (!rf && !gbnf && !js) {
+            *stage = stage_for(s->grammars, 'g', chat->tool_gbnf, "tools", chat->tool_triggers, chat->n_tool_triggers,
+                               err, errlen);
+            if (!*stage && lazy) err[0] = 0; /* "auto" asked for no constraint: its calls are then parsed, not held */
+            return *stage != NULL || lazy;
+        }
+        if (!lazy) { /* both would hold the whole reply */
+            snprintf(err, errlen, "'tool_choice' \"required\" or a named function holds the reply to tool calls: it "
+                                  "cannot go with '%s'", rf ? "response_format" : gbnf ? "grammar" : "json_schema");
+            return false;
+        }
+        /* "auto": the reply's own grammar holds from the start, the calls are parsed but not held */
+    }
     const cJSON *schema = js;
     bool any_object = false;
     if (rf && !response_format(rf, &schema, &any_object, err, errlen)) return false;
@@ -185,9 +203,9 @@ bool srv_parse_grammar(struct kiln_server *s, const cJSON *body, enum srv_api ap
             return false;
         }
         if (!*gbnf->valuestring) return true; /* llama-server: an empty grammar is none */
-        return (*stage = stage_for(s->grammars, 'g', gbnf->valuestring, "grammar", err, errlen)) != NULL;
+        return (*stage = stage_for(s->grammars, 'g', gbnf->valuestring, "grammar", NULL, 0, err, errlen)) != NULL;
     }
-    if (any_object) return (*stage = stage_for(s->grammars, 's', "{\"type\":\"object\"}", "response_format", err, errlen));
+    if (any_object) return (*stage = stage_for(s->grammars, 's', "{\"type\":\"object\"}", "response_format", NULL, 0, err, errlen));
     if (!schema) return true;
     if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema)) {
         snprintf(err, errlen, "'json_schema' must be a JSON Schema (an object)");
@@ -198,7 +216,7 @@ bool srv_parse_grammar(struct kiln_server *s, const cJSON *body, enum srv_api ap
         snprintf(err, errlen, "out of memory");
         return false;
     }
-    *stage = stage_for(s->grammars, 's', text, rf ? "response_format" : "json_schema", err, errlen);
+    *stage = stage_for(s->grammars, 's', text, rf ? "response_format" : "json_schema", NULL, 0, err, errlen);
     free(text);
     return *stage != NULL;
 }

@@ -364,7 +364,7 @@ bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, s
     }
     /* structured output: the grammar's stage first, so the others see allowed tokens only */
     struct kiln_sampler *g = NULL;
-    if (!srv_parse_grammar(s, body, api, &g, err, errlen)) return false;
+    if (!srv_parse_grammar(s, body, api, &t->chat, &g, err, errlen)) return false;
     if (g) {
         struct kiln_sampler *chain = kiln_sampler_chain_new(), *rest = t->smpl;
         t->smpl = chain;

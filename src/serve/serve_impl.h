@@ -387,7 +387,8 @@ struct srv_grammars *srv_grammars_new(const struct kiln_vocab *v, char *err, siz
 void srv_grammars_free(struct srv_grammars *c);
 /* The grammar a request asks for, as a sampler stage to put first (*stage NULL: none);
  * false with a message naming the field (the client gets a 400). */
-bool srv_parse_grammar(struct kiln_server *s, const cJSON *body, enum srv_api api, struct kiln_sampler **stage,
+bool srv_parse_grammar(struct kiln_server *s, const cJSON *body, enum srv_api api, const struct srv_chat_out *chat,
+                       struct kiln_sampler **stage,
                        char *err, size_t errlen);
 
 /* ---- response bodies (format.c) */

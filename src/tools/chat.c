@@ -79,6 +79,45 @@ static bool show_reply(const char *text, size_t len, const struct srv_chat_out *
     return true;
 }
 
+/* A turn's sampler for tool calls held by out's grammar: the grammar's stage, then the options' own. */
+static struct kiln_sampler *tool_sampler(const char *cmd, struct gen_args *ga, const struct kiln_vocab *v,
+                                         const struct srv_chat_out *out) {
+    char err[400];
+    if (!ga->gv && !(ga->gv = kiln_grammar_vocab_new(v, err, sizeof err))) {
+        fprintf(stderr, "kiln %s: %s\n", cmd, err);
+        return NULL;
+    }
+    struct kiln_grammar *g = kiln_grammar_parse(out->tool_gbnf, strlen(out->tool_gbnf), NULL, err, sizeof err);
+    if (!g) {
+        fprintf(stderr, "kiln %s: the tools' grammar: %s\n", cmd, err);
+        return NULL;
+    }
+    struct kiln_sampler *stage = out->n_tool_triggers
+                                     ? kiln_sampler_init_grammar_lazy(g, ga->gv, out->tool_triggers, out->n_tool_triggers)
+                                     : kiln_sampler_init_grammar(g, ga->gv);
+    kiln_grammar_free(g);
+    if (!stage) {
+        fprintf(stderr, "kiln %s: %s\n", cmd, kiln_sampler_last_error());
+        return NULL;
+    }
+    struct kiln_sampler *rest = gen_args_sampler(ga, cmd, v);
+    if (!rest) {
+        kiln_sampler_free(stage);
+        return NULL;
+    }
+    /* an add takes its stage in every case */
+    struct kiln_sampler *chain = kiln_sampler_chain_new();
+    bool ok = chain && kiln_sampler_chain_add(chain, stage);
+    if (!chain) kiln_sampler_free(stage);
+    ok = ok ? kiln_sampler_chain_add(chain, rest) : (kiln_sampler_free(rest), false);
+    if (!ok) {
+        fprintf(stderr, "kiln %s: %s\n", cmd, chain ? kiln_sampler_last_error() : "out of memory");
+        kiln_sampler_free(chain);
+        return NULL;
+    }
+    return chain;
+}
+
 int cmd_chat(int argc, char **argv) {
     const char *cmd = "chat";
     struct model_args ma;
@@ -86,7 +125,7 @@ int cmd_chat(int argc, char **argv) {
     model_args_init(&ma);
     gen_args_init(&ga);
     ga.n_predict = 256;
-    const char *tmpl_name = NULL, *system = NULL, *tools_path = NULL, *tmpl_path = NULL;
+    const char *tmpl_name = NULL, *system = NULL, *tools_path = NULL, *tmpl_path = NULL, *choice = NULL;
     bool jinja = true, reasoning = true;
     for (int i = 1; i < argc; i++) {
         int r = model_args_parse(&ma, cmd, argc, argv, &i);
@@ -102,6 +141,9 @@ int cmd_chat(int argc, char **argv) {
                    "  --tools FILE.json       tools the model may call (OpenAI's 'tools' array): its calls\n"
                    "                          are printed as one JSON line {\"tool_calls\": [...]}; answer\n"
                    "                          with a JSON line {\"role\": \"tool\", \"tool_call_id\": ..., \"content\": ...}\n"
+                   "  --tool-choice C         auto (the default: calls, once begun, are held to the tools'\n"
+                   "                          schemas), required (every reply is a call), none, or a tool's\n"
+                   "                          name (every reply calls it); one call a reply\n"
                    "  --chat-template-file F  a Jinja chat template from a file\n"
                    "  --no-jinja              kiln's native template family instead of the model's template\n"
                    "  --template NAME         a native family (chatml, llama2, llama3, mistral-v7, phi3, gemma,\n"
@@ -118,6 +160,9 @@ int cmd_chat(int argc, char **argv) {
             if (!(system = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(o, "--tools")) {
             if (!(tools_path = tool_arg_path(cmd, argc, argv, &i))) return EXIT_USAGE;
+        } else if (!strcmp(o, "--tool-choice")) {
+            if (!(choice = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (!*choice) return tool_usage_error(cmd, "--tool-choice needs auto, required, none or a tool's name");
         } else if (!strcmp(o, "--chat-template-file")) {
             if (!(tmpl_path = tool_arg_path(cmd, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(o, "--jinja")) {
@@ -134,6 +179,11 @@ int cmd_chat(int argc, char **argv) {
         }
     }
     if (!ma.model_path) return tool_usage_error(cmd, "-m MODEL is required");
+    if (choice && !tools_path) return tool_usage_error(cmd, "--tool-choice needs --tools FILE.json");
+    bool forced = choice && strcmp(choice, "auto") && strcmp(choice, "none");
+    if (forced && (ga.grammar || ga.grammar_file || ga.schema || ga.schema_file))
+        return tool_usage_error(cmd, "--tool-choice %s holds every reply to tool calls: it cannot go with a grammar or "
+                                     "a JSON schema", choice);
     enum kiln_chat_template family = KILN_CHAT_UNKNOWN;
     if (tmpl_name) {
         family = kiln_chat_template_from_name(tmpl_name);
@@ -162,6 +212,7 @@ int cmd_chat(int argc, char **argv) {
     struct gen_out cache = {0}; /* the ids the KV cache holds, in order */
     struct srv_chat_tmpl *tmpl = NULL;
     cJSON *msgs = cJSON_CreateArray(), *tools = NULL;
+    cJSON *choice_json = NULL; /* --tool-choice as the request's tool_choice */
     int n_calls = 0;
     if (!msgs) goto oom;
     if (tools_path) {
@@ -194,7 +245,15 @@ int cmd_chat(int argc, char **argv) {
     }
     const struct kiln_vocab *v = kiln_model_vocab(ma.model);
     if (!(smpl = gen_args_sampler(&ga, cmd, v))) goto done;
-    struct srv_chat_cfg cfg = {.vocab = v, .native = family, .reasoning = reasoning, .reasoning_budget = -1};
+    struct srv_chat_cfg cfg = {.vocab = v, .native = family, .reasoning = reasoning, .reasoning_budget = -1,
+                               .generating = tools != NULL && !ga.g}; /* tool calls held by a grammar */
+    if (choice && (!strcmp(choice, "auto") || !strcmp(choice, "none") || !strcmp(choice, "required"))) {
+        choice_json = cJSON_CreateString(choice);
+    } else if (choice) {
+        choice_json = cJSON_CreateObject();
+        cJSON_AddStringToObject(choice_json, "type", "function");
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(choice_json, "function"), "name", choice);
+    }
     batch = kiln_batch_init(model_args_n_batch(&ma)); /* longer turns are decoded in chunks */
     if (!batch.capacity) goto done;
     if (system) {
@@ -238,6 +297,8 @@ int cmd_chat(int argc, char **argv) {
         cJSON *body = cJSON_CreateObject(); /* references: they see the arrays as they are now */
         cJSON_AddItemReferenceToObject(body, "messages", msgs);
         if (tools) cJSON_AddItemReferenceToObject(body, "tools", tools);
+        if (choice_json) cJSON_AddItemReferenceToObject(body, "tool_choice", choice_json);
+        if (tools) cJSON_AddBoolToObject(body, "parallel_tool_calls", false); /* a reply calls one tool */
         char *text = srv_chat_tmpl_render(tmpl, &cfg, body, &out, &status, err, sizeof err);
         cJSON_Delete(body);
         if (!text) {
@@ -247,11 +308,21 @@ int cmd_chat(int argc, char **argv) {
             continue;
         }
         if (!tmpl) out = (struct srv_chat_out){0};
+        /* this turn's sampler: the tool calls' grammar (lazy for auto) before the options' stages */
+        struct kiln_sampler *turn = smpl;
+        if (out.tool_gbnf && !(turn = tool_sampler(cmd, &ga, v, &out))) {
+            free(text);
+            srv_chat_out_free(&out);
+            goto done;
+        }
         /* tokenize the whole conversation and reuse the cached prefix it shares: exact
          * even where a template trims or rewrites earlier turns */
         int32_t *ids = NULL;
         int64_t n = model_tokenize(cmd, v, text, kiln_vocab_add_bos(v), &ids);
         free(text);
+        if (n < 0 || n >= (int64_t)kiln_n_ctx(ma.ctx)) {
+            if (turn != smpl) kiln_sampler_free(turn);
+        }
         if (n < 0) {
             srv_chat_out_free(&out);
             goto done;
@@ -272,17 +343,20 @@ int cmd_chat(int argc, char **argv) {
             if (!gen_push_id(&cache, ids[i])) {
                 free(ids);
                 srv_chat_out_free(&out);
+                if (turn != smpl) kiln_sampler_free(turn);
                 goto oom;
             }
         bool ok = decode_prompt(cmd, ma.ctx, ma.model, &batch, ids + keep, n - keep, (int32_t)keep, false, NULL, NULL);
         free(ids);
         if (!ok) {
             srv_chat_out_free(&out);
+            if (turn != smpl) kiln_sampler_free(turn);
             goto done;
         }
         /* generated tokens are appended to the cache's ids (the end-of-generation token
          * that stops it is not: it was never decoded); a reply to read back is shown once whole */
-        int64_t n_gen = generate(cmd, ma.ctx, ma.model, smpl, (int32_t)n, ga.n_predict, out.parse ? NULL : stdout, &cache);
+        int64_t n_gen = generate(cmd, ma.ctx, ma.model, turn, (int32_t)n, ga.n_predict, out.parse ? NULL : stdout, &cache);
+        if (turn != smpl) kiln_sampler_free(turn);
         if (n_gen < 0) {
             srv_chat_out_free(&out);
             goto done;
@@ -325,6 +399,7 @@ done:
     free(tools_text);
     cJSON_Delete(msgs);
     cJSON_Delete(tools);
+    cJSON_Delete(choice_json);
     srv_chat_tmpl_free(tmpl);
     gen_out_free(&cache);
     kiln_batch_free(&batch);
