@@ -210,6 +210,7 @@ int32_t kiln_vocab_mask(const struct kiln_vocab *v);
 int32_t kiln_vocab_nl(const struct kiln_vocab *v); /* the token of "\n" */
 bool kiln_vocab_add_bos(const struct kiln_vocab *v);
 bool kiln_vocab_add_eos(const struct kiln_vocab *v);
+bool kiln_vocab_add_sep(const struct kiln_vocab *v); /* a SEP after the text (BERT) */
 /* End of generation: eos, eot, eom and the end-like tokens llama.cpp recognises by text. */
 bool kiln_vocab_is_eog(const struct kiln_vocab *v, int32_t id);
 
