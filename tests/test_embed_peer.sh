@@ -4,7 +4,9 @@
 # vocabulary (F16 with CLS pooling; F32 with a classifier head and rank pooling) give
 # llama.cpp's tokens exactly and its pooled embeddings (cosine >= 0.9999 per text; per token
 # with pooling none) for every pooling type, kiln batching all the texts into one decode
-# where llama.cpp takes each alone; rank scores within 0.005. Then what kiln refuses: a BERT
+# where llama.cpp takes each alone; rank scores within 0.005; a nomic-bert file (mean, cls);
+# a qwen3 file (a decoder used
+# for embeddings) with last and mean pooling. Then what kiln refuses: a BERT
 # file asked to generate, rank pooling without a classifier, a line past the context.
 # Skipped (77) when the peer is not built.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" embed-peer
@@ -72,6 +74,26 @@ check "the file's pooling is cls" same "$tmp/ref-cls.jsonl" "$tmp/out" cls
 "$peer" embed "$r" "$tmp/texts.txt" rank >"$tmp/ref-rank.jsonl" 2>/dev/null
 check "kiln scores with rank" exit_is 0 "$kiln" embed -m "$r" -f "$tmp/texts.txt" -o jsonl
 check "rank: as llama.cpp" same "$tmp/ref-rank.jsonl" "$tmp/out" rank
+
+# nomic-bert: rotary positions, fused q|k|v, SwiGLU; the file's pooling is mean
+nb=$tmp/nomic.gguf
+check "synth nomic-bert" exit_is 0 "$kiln" synth --preset tiny --arch nomic-bert --vocab "$vocab" -o "$nb" -t 2
+for pool in mean cls; do
+  "$peer" embed "$nb" "$tmp/texts.txt" "$pool" >"$tmp/ref-n-$pool.jsonl" 2>/dev/null
+  check "kiln embeds nomic-bert with $pool" exit_is 0 "$kiln" embed -m "$nb" -f "$tmp/texts.txt" --pooling "$pool" \
+    --embd-normalize -1 -o jsonl
+  check "nomic-bert $pool: as llama.cpp" same "$tmp/ref-n-$pool.jsonl" "$tmp/out" "$pool"
+done
+
+# a decoder used for embeddings (Qwen3-Embedding's shape: causal attention, last-token pooling)
+q=$tmp/qwen3.gguf
+check "synth qwen3 with last pooling" exit_is 0 "$kiln" synth --preset tiny --arch qwen3 --pooling last -o "$q" -t 2
+for pool in last mean; do
+  "$peer" embed "$q" "$tmp/texts.txt" "$pool" >"$tmp/ref-q-$pool.jsonl" 2>/dev/null
+  check "kiln embeds qwen3 with $pool" exit_is 0 "$kiln" embed -m "$q" -f "$tmp/texts.txt" --pooling "$pool" \
+    --embd-normalize -1 -o jsonl
+  check "qwen3 $pool: as llama.cpp" same "$tmp/ref-q-$pool.jsonl" "$tmp/out" "$pool"
+done
 
 # Euclidean normalization by default (llama-embedding's): unit vectors, in the JSON list
 check "default output" exit_is 0 "$kiln" embed -m "$m" -p "Hello world"

@@ -5,7 +5,8 @@
 # llama-server's /embedding shape, usage counts; /v1/rerank (F16 classifier head) orders
 # documents by score, top_n and return_documents; and the refusals: dimensions, an empty list, 10,000
 # inputs, ids out of range, a text past the context, generation on an embedding server and
-# embeddings on a reranking one; the server healthy after. Skipped (77) without the peer.
+# embeddings on a reranking one; the server healthy after; the official openai client's
+# embeddings.create (one text, a list, base64). Skipped (77) without the peer.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" serve-embed
 . "$(dirname "${BASH_SOURCE[0]}")/serve_lib.sh"
 peer=${KILN_PEER:-/tmp/kiln-peer/peer}
@@ -69,6 +70,14 @@ st, e = post("/v1/rerank", {"query": "x", "documents": ["a"]})
 assert st == 400 and "--reranking" in e["error"]["message"], e
 assert u.urlopen("http://127.0.0.1:%s/health" % port).status == 200
 PY
+# the official openai npm client (scripts/deps.sh test installs it into tests/node)
+npm_modules=$src/tests/node/node_modules
+if command -v node >/dev/null && [ -f "$npm_modules/openai/package.json" ]; then
+  mkdir -p "$tmp/node" && ln -s "$npm_modules" "$tmp/node/node_modules" && cp "$src/tests/serve_openai_embed.mjs" "$tmp/node/"
+  check "openai client: embeddings.create" timeout $limit node "$tmp/node/serve_openai_embed.mjs" "http://127.0.0.1:$port/v1" bert.gguf
+else
+  skip_part "node or the openai npm package is absent (scripts/deps.sh test)"
+fi
 check "stops cleanly" srv_stop "$tmp/log"
 
 model=$rmodel

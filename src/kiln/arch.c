@@ -192,6 +192,24 @@ static const struct kiln_tensor_spec bert_tensors[] = {
     L("layer_output_norm.bias", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, layer_out_norm_b),
 };
 
+/* nomic-bert: rotary positions (NeoX) instead of learned ones, one fused q|k|v matrix,
+ * a SwiGLU feed-forward (gate and up, no biases) */
+static const struct kiln_tensor_spec nomic_bert_tensors[] = {
+    G("token_embd.weight", REQ, KILN_DIM_EMBD, KILN_DIM_VOCAB, tok_embd),
+    G("token_types.weight", OPT, KILN_DIM_EMBD, KILN_DIM_TOKEN_TYPES, type_embd),
+    G("token_embd_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, tok_norm),
+    G("token_embd_norm.bias", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, tok_norm_b),
+    {.name = "attn_qkv.weight", .per_layer = true, .ne0 = KILN_DIM_EMBD, .ne1 = KILN_DIM_QKV, .field = FIELD_L(wqkv),
+     .split = {{FIELD_L(wq), KILN_DIM_Q}, {FIELD_L(wk), KILN_DIM_KV}, {FIELD_L(wv), KILN_DIM_KV}}},
+    ATTN_OUT,
+    L("attn_output.bias", OPT, KILN_DIM_EMBD, KILN_DIM_NONE, bo),
+    L("attn_output_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, attn_out_norm),
+    L("attn_output_norm.bias", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, attn_out_norm_b),
+    FFN_GATE_UP, FFN_DOWN,
+    L("layer_output_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, layer_out_norm),
+    L("layer_output_norm.bias", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, layer_out_norm_b),
+};
+
 static const struct kiln_key_spec bert_keys[] = {
     KEY_F("attention.layer_norm_epsilon", 1e-12, 0.0, 1.0, kiln_bert_hp, norm_eps),
     {.name = "attention.causal", .type = KILN_KEY_BOOL, .def = 0, .field = FIELD_F(kiln_bert_hp, causal)},
@@ -216,6 +234,9 @@ static const struct kiln_arch arches[] = {
     GEMMA_ROW("gemma4", gemma4_tensors, gemma4_keys, kiln_gemma4_prepare,
               SWA_KEYS, .window_def = -1, .pattern_def = -1, .freq_base_def = 10000.0),
     {.name = "bert", .rope_mode = KT_ROPE_NORMAL, .encoder = true, TENSORS(bert_tensors),
+     KEYS(bert_keys, struct kiln_bert_hp), .prepare = kiln_bert_prepare, .build = kiln_build_bert,
+     .graph_per_layer = 48, .graph_extra = 64},
+    {.name = "nomic-bert", .rope_mode = KT_ROPE_NEOX, .encoder = true, TENSORS(nomic_bert_tensors),
      KEYS(bert_keys, struct kiln_bert_hp), .prepare = kiln_bert_prepare, .build = kiln_build_bert,
      .graph_per_layer = 48, .graph_extra = 64},
 };

@@ -29,11 +29,13 @@ static bool set_f32(struct gguf_writer *w, const char *arch, const char *key, fl
 }
 
 static bool is_gemma(const char *arch) { return !strncmp(arch, "gemma", 5); }
-static bool is_bert(const char *arch) { return !strcmp(arch, "bert"); }
+static bool is_bert(const char *arch) { return !strcmp(arch, "bert") || !strcmp(arch, "nomic-bert"); }
 
 static bool bert_keys(struct gguf_writer *w, const char *arch, const struct kiln_synth_shape *s,
                       struct kiln_hparams *hp, struct kiln_layer_hp *lhp, char *err, size_t errlen) {
-    const enum kiln_pooling pooling = s->pooling == KILN_POOLING_UNSPECIFIED ? KILN_POOLING_CLS : s->pooling;
+    /* BGE's CLS; nomic-embed's mean */
+    const enum kiln_pooling def = strcmp(arch, "bert") ? KILN_POOLING_MEAN : KILN_POOLING_CLS;
+    const enum kiln_pooling pooling = s->pooling == KILN_POOLING_UNSPECIFIED ? def : s->pooling;
     for (int64_t il = 0; il < s->n_layer; il++) lhp[il].n_head_kv = s->n_head;
     hp->n_head_kv = s->n_head;
     hp->pooling = pooling;

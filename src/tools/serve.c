@@ -249,8 +249,12 @@ int cmd_serve(int argc, char **argv) {
     /* only now: a model that fails to load must not have been announced as served */
     fprintf(stderr, "kiln %s: listening on http://%s%s%s:%d\n", cmd, strchr(sp.host, ':') ? "[" : "", sp.host,
             strchr(sp.host, ':') ? "]" : "", kiln_server_port(srv));
-    fprintf(stderr, "kiln %s: model loaded: %d slot(s) of %u tokens\n", cmd, sp.n_parallel,
-            kiln_n_ctx(ma.ctx) / (uint32_t)sp.n_parallel);
+    if (sp.embeddings)
+        fprintf(stderr, "kiln %s: model loaded: %s pooling, batches of %u tokens and up to %u inputs\n", cmd,
+                kiln_pooling_name(kiln_context_pooling(ma.ctx)), kiln_n_ctx(ma.ctx), kiln_n_seq_max(ma.ctx));
+    else
+        fprintf(stderr, "kiln %s: model loaded: %d slot(s) of %u tokens\n", cmd, sp.n_parallel,
+                kiln_n_ctx(ma.ctx) / (uint32_t)sp.n_parallel);
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "kiln %s: %s: stopping\n", cmd, sig == SIGINT ? "SIGINT" : "SIGTERM");
