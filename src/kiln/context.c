@@ -83,7 +83,16 @@ static struct kt_cgraph *build_graph(struct kiln_context *ctx, int64_t n_tokens,
         if (!p->ops->inputs(p, mctx, n_tokens, reserve, &in->mem[i])) goto fail;
     }
     struct kt_tensor *logits = ctx->model->arch->build(in);
-    if (logits && in->embeddings) logits = kiln_pool_build(in, &ctx->pool, logits, ctx->pooling, n_seq);
+    if (logits && in->embeddings) {
+        /* a builder that does not return the hidden states of every token cannot be pooled */
+        if (logits->ne[0] != ctx->model->hp.n_embd || logits->ne[1] != n_tokens) {
+            snprintf(ctx->err, sizeof ctx->err, "architecture '%s' does not make embeddings",
+                     ctx->model->arch->name);
+            kt_free(mctx);
+            return NULL;
+        }
+        logits = kiln_pool_build(in, &ctx->pool, logits, ctx->pooling, n_seq);
+    }
     if (!logits || !kt_build_forward_expand(gf, logits)) goto fail;
     /* the arena lives in meta_buf; the context object itself is not needed after building */
     kt_free(mctx);

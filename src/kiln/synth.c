@@ -41,9 +41,12 @@ static const struct preset presets[] = {
     /* Gemma 3 4B's shape: head 256 (not n_embd / n_head), window 1024 on 29 of 34 layers,
      * RoPE scaled by 8 on the global ones, a vocabulary of 262144, the output tied */
     {"gemma3-4b", 2560, 34, 8, 4, 10240, 262144, 131072, "gemma3", 256, 1024, 0.0f, 0.0f, 8.0f, true},
+    /* BGE-small's shape (33M parameters with BGE's vocabulary: --vocab ggml-vocab-bert-bge.gguf) */
+    {"bge-small", 384, 12, 12, 12, 1536, 512, 512, "bert", 0, 0, 0.0f, 0.0f, 0, false},
 };
 
-static const char *const preset_names[] = {"tiny", "small", "tinyllama-1.1b", "llama-7b", "gemma3-4b", NULL};
+static const char *const preset_names[] = {"tiny", "small", "tinyllama-1.1b", "llama-7b", "gemma3-4b", "bge-small",
+                                           NULL};
 
 const char *const *kiln_synth_presets(void) { return preset_names; }
 

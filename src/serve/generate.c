@@ -303,7 +303,7 @@ bool srv_build_group(struct kiln_server *s, const cJSON *body, enum srv_api api,
 
 static enum MHD_Result generate(struct srv_req *r, enum srv_api api) {
     struct kiln_server *s = r->srv;
-    if (!s->engine)
+    if (s->p.embeddings)
         return srv_reply_error(r, 400, "this server makes %s (--%s): it does not generate text",
                                kiln_context_pooling(s->ctx) == KILN_POOLING_RANK ? "rerankings" : "embeddings",
                                kiln_context_pooling(s->ctx) == KILN_POOLING_RANK ? "reranking" : "embeddings");

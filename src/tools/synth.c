@@ -19,7 +19,8 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: kiln synth --preset NAME -o OUT.gguf [options]\n\n"
                "  --preset NAME      tiny (2 layers, 64 embd), small (8 layers, 256 embd, GQA 4),\n"
-               "                     tinyllama-1.1b, llama-7b, gemma3-4b (gemma3 unless --arch says)\n"
+               "                     tinyllama-1.1b, llama-7b, gemma3-4b (gemma3 unless --arch says),\n"
+               "                     bge-small (bert unless --arch says: BGE-small's shape)\n"
                "  -o, --output FILE  the GGUF file to write\n"
                "  --arch NAME        llama (default), qwen2, qwen3, phi3, gemma2, gemma3, gemma4, bert,\n"
                "                     nomic-bert: that\n"
