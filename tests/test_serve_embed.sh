@@ -3,7 +3,8 @@
 # BGE's vocabulary: /v1/embeddings (strings, a list, token ids, base64) matches llama.cpp's
 # embeddings through the peer once normalized (cosine >= 0.9999), 256 inputs in one request,
 # llama-server's /embedding shape, usage counts; /v1/rerank (F16 classifier head) orders
-# documents by score, top_n and return_documents; and the refusals: dimensions, an empty list, 10,000
+# documents by score as llama.cpp's llama-server --reranking does (same order, scores
+# within 0.005, same token count), top_n and return_documents; and the refusals: dimensions, an empty list, 10,000
 # inputs, ids out of range, a text past the context, generation on an embedding server and
 # embeddings on a reranking one; the server healthy after; the official openai client's
 # embeddings.create (one text, a list, base64). Skipped (77) without the peer.
@@ -82,7 +83,7 @@ check "stops cleanly" srv_stop "$tmp/log"
 
 model=$rmodel
 srv_start "$tmp/log" --reranking -c 256 || { tu_finish serve-embed; exit 1; }
-check "rerank" python3 - "$port" "$tmp/texts.txt" "$kiln" "$rmodel" <<'PY'
+check "rerank" python3 - "$port" "$tmp/texts.txt" <<'PY'
 import json, sys, urllib.request as u, urllib.error
 port, docs = sys.argv[1], open(sys.argv[2]).read().split("\n")[:-1]
 def post(path, body):
@@ -105,6 +106,39 @@ for body, want in [({"query": q}, "documents"), ({"query": 3, "documents": ["a"]
     st, e = post("/v1/rerank", body)
     assert st == 400 and want in e["error"]["message"], (body, e)
 print("  scores", ["%d:%.4f" % (r["index"], r["relevance_score"]) for r in d["results"]])
+json.dump(d, open(sys.argv[2] + ".kiln.json", "w"))
 PY
 check "stops cleanly" srv_stop "$tmp/log"
+
+# llama.cpp's own llama-server --reranking on the same file and request (built by
+# ../shared/peer/server.sh; skipped where it is not built): the same order and scores
+llama_server=${PEER_DIR:-/tmp/kiln-peer}/server/build/bin/llama-server
+if [ -x "$llama_server" ]; then
+  lport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  "$llama_server" -m "$rmodel" --reranking -c 256 -t 2 --host 127.0.0.1 --port "$lport" >"$tmp/llama.log" 2>&1 &
+  lpid=$!
+  check "llama-server's rerank agrees" python3 - "$lport" "$tmp/texts.txt" <<'PY'
+import json, sys, time, urllib.request as u
+port, docs = sys.argv[1], open(sys.argv[2]).read().split("\n")[:-1]
+for _ in range(600):
+    try:
+        if u.urlopen("http://127.0.0.1:%s/health" % port, timeout=2).status == 200: break
+    except Exception: pass
+    time.sleep(0.2)
+body = {"query": "what is the capital of France?", "documents": docs}
+req = u.Request("http://127.0.0.1:%s/v1/rerank" % port, json.dumps(body).encode(), {"Content-Type": "application/json"})
+ref = json.load(u.urlopen(req, timeout=120))
+got = json.load(open(sys.argv[2] + ".kiln.json"))
+r = {x["index"]: x["relevance_score"] for x in ref["results"]}
+g = {x["index"]: x["relevance_score"] for x in got["results"]}
+assert sorted(r) == sorted(g), (r, g)
+assert all(abs(r[i] - g[i]) < 5e-3 for i in r), (r, g)
+assert [x["index"] for x in ref["results"]] == [x["index"] for x in got["results"]], (ref["results"], got["results"])
+assert ref["usage"]["prompt_tokens"] == got["usage"]["prompt_tokens"], (ref["usage"], got["usage"])
+print("  llama-server", ["%d:%.4f" % (x["index"], x["relevance_score"]) for x in ref["results"]])
+PY
+  kill "$lpid"; wait "$lpid" 2>/dev/null
+else
+  skip_part "llama.cpp's llama-server is not built ($llama_server; ../shared/peer/server.sh builds it)"
+fi
 tu_finish serve-embed
