@@ -99,6 +99,8 @@ struct kiln_synth_params {
     enum kt_type type;      /* F32, F16, BF16, Q8_0, Q4_0 (quantized: llama.cpp's mix for that type) */
     const char *vocab_path; /* GGUF file whose tokenizer.* keys to use, or NULL for a synthetic SPM vocab */
     uint64_t seed;
+    enum kiln_pooling pooling; /* <arch>.pooling_type written (UNSPECIFIED: none, bert: cls; rank: bert's
+                                  classifier head too) */
     int n_threads;          /* <= 0: 1; the bytes are the same for any count */
     kiln_progress_fn progress;
     void *progress_data;

@@ -210,6 +210,7 @@ int32_t kiln_vocab_mask(const struct kiln_vocab *v);
 int32_t kiln_vocab_nl(const struct kiln_vocab *v); /* the token of "\n" */
 bool kiln_vocab_add_bos(const struct kiln_vocab *v);
 bool kiln_vocab_add_eos(const struct kiln_vocab *v);
+bool kiln_vocab_add_sep(const struct kiln_vocab *v); /* a SEP after the text (BERT) */
 /* End of generation: eos, eot, eom and the end-like tokens llama.cpp recognises by text. */
 bool kiln_vocab_is_eog(const struct kiln_vocab *v, int32_t id);
 
@@ -248,6 +249,21 @@ int64_t kiln_detokenize(const struct kiln_vocab *v, const int32_t *ids, int64_t 
 struct kiln_model;
 struct kiln_context;
 
+/* How a sequence's token embeddings become one vector (llama.cpp's ids, as files store
+ * them in <arch>.pooling_type): none keeps every token's; mean averages them; cls takes
+ * the first token's, last the last one's; rank takes the first token's through the
+ * classifier head (cls, tanh, cls.output): a reranker's scores. */
+enum kiln_pooling {
+    KILN_POOLING_UNSPECIFIED = -1, /* a context's default: the model's own */
+    KILN_POOLING_NONE = 0,
+    KILN_POOLING_MEAN = 1,
+    KILN_POOLING_CLS = 2,
+    KILN_POOLING_LAST = 3,
+    KILN_POOLING_RANK = 4,
+};
+const char *kiln_pooling_name(enum kiln_pooling p); /* "none", "mean", "cls", "last", "rank" */
+bool kiln_pooling_from_name(const char *name, enum kiln_pooling *out);
+
 struct kiln_hparams {
     int64_t n_ctx_train;  /* context length the model was trained with */
     int64_t n_embd;
@@ -261,6 +277,12 @@ struct kiln_hparams {
     float rope_freq_base;
     float rope_freq_scale;
     float norm_rms_eps;
+    /* embeddings (any family): the file's <arch>.pooling_type, the classifier's outputs
+     * (<arch>.classifier.output_labels, 1 when absent) and BERT's token type embeddings
+     * (tokenizer.ggml.token_type_count, 0 when absent) */
+    enum kiln_pooling pooling;
+    int64_t n_cls_out;
+    int64_t n_token_types;
 };
 
 /* Called while loading with progress in [0, 1]; return false to cancel. */
@@ -324,6 +346,8 @@ struct kiln_context_params {
     int n_threads;
     enum kt_type type_k;  /* KV cache types: F16 (default), F32, Q8_0 */
     enum kt_type type_v;
+    bool embeddings;      /* decodes leave embeddings, not logits (kiln_get_embeddings_*) */
+    enum kiln_pooling pooling; /* with embeddings: UNSPECIFIED (default) takes the model's */
 };
 struct kiln_context_params kiln_context_default_params(void);
 
@@ -371,6 +395,25 @@ enum kiln_status kiln_decode(struct kiln_context *ctx, const struct kiln_batch *
  * end); NULL if that token's logits were not requested or the decode failed. Valid until
  * the next kiln_decode on ctx or kiln_context_free. */
 const float *kiln_get_logits_ith(const struct kiln_context *ctx, int32_t i);
+
+/* ---- embeddings (a context made with params.embeddings)
+ *
+ * Every decode stands alone: the context's memory is cleared first, so each sequence
+ * of the batch is whole in it (positions from 0), and sequences attend only to
+ * themselves; many sequences go in one batch. Pooled, each sequence in the batch has
+ * one vector of kiln_n_embd_out floats (kiln_get_embeddings_seq); with pooling none
+ * each token has one (kiln_get_embeddings_ith). Not normalized (kiln_embd_normalize).
+ * Valid until the next kiln_decode. */
+enum kiln_pooling kiln_context_pooling(const struct kiln_context *ctx);
+int64_t kiln_n_embd_out(const struct kiln_context *ctx); /* n_embd; rank pooling: n_cls_out */
+const float *kiln_get_embeddings_seq(const struct kiln_context *ctx, int32_t seq); /* NULL: not in the batch */
+const float *kiln_get_embeddings_ith(const struct kiln_context *ctx, int32_t i);   /* pooling none */
+/* Whether the model has an output head (text generation); an encoder (BERT) makes
+ * embeddings only. */
+bool kiln_model_generates(const struct kiln_model *model);
+/* llama-server's --embd-normalize: -1 none, 0 max absolute value to 32760 (int16
+ * range), 1 taxicab, 2 Euclidean, > 2 p-norm; out may be in. */
+void kiln_embd_normalize(const float *in, float *out, int64_t n, int norm);
 
 /* ---- KV cache by sequence */
 void kiln_kv_clear(struct kiln_context *ctx);

@@ -160,6 +160,61 @@ static const struct kiln_key_spec gemma4_keys[] = {
     {.name = nm, .rope_mode = KT_ROPE_NEOX, TENSORS(list), KEYS(keys, struct kiln_gemma_hp), .window = {__VA_ARGS__}, \
      .prepare = prep, .build = kiln_build_gemma, .graph_per_layer = 56, .graph_extra = 64}
 
+/* ---- BERT (arch/bert.c): learned positions and token types, LayerNorms with biases after
+ * each residual, GELU, attention over the whole sequence; an optional classifier head */
+
+#define CLS_HEAD                                                                    \
+    G("cls.weight", OPT, KILN_DIM_EMBD, KILN_DIM_EMBD, cls),                        \
+    G("cls.bias", OPT, KILN_DIM_EMBD, KILN_DIM_NONE, cls_b),                        \
+    G("cls.output.weight", OPT, KILN_DIM_EMBD, KILN_DIM_CLS_OUT, cls_out),          \
+    G("cls.output.bias", OPT, KILN_DIM_CLS_OUT, KILN_DIM_NONE, cls_out_b)
+
+static const struct kiln_tensor_spec bert_tensors[] = {
+    G("token_embd.weight", REQ, KILN_DIM_EMBD, KILN_DIM_VOCAB, tok_embd),
+    G("token_types.weight", OPT, KILN_DIM_EMBD, KILN_DIM_TOKEN_TYPES, type_embd),
+    G("position_embd.weight", REQ, KILN_DIM_EMBD, KILN_DIM_CTX_TRAIN, pos_embd),
+    G("token_embd_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, tok_norm),
+    G("token_embd_norm.bias", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, tok_norm_b),
+    CLS_HEAD,
+    ATTN_QKV,
+    L("attn_q.bias", OPT, KILN_DIM_Q, KILN_DIM_NONE, bq),
+    L("attn_k.bias", OPT, KILN_DIM_KV, KILN_DIM_NONE, bk),
+    L("attn_v.bias", OPT, KILN_DIM_KV, KILN_DIM_NONE, bv),
+    ATTN_OUT,
+    L("attn_output.bias", OPT, KILN_DIM_EMBD, KILN_DIM_NONE, bo),
+    L("attn_output_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, attn_out_norm),
+    L("attn_output_norm.bias", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, attn_out_norm_b),
+    L("ffn_up.weight", REQ, KILN_DIM_EMBD, KILN_DIM_FF, w_up),
+    L("ffn_up.bias", OPT, KILN_DIM_FF, KILN_DIM_NONE, b_up),
+    FFN_DOWN,
+    L("ffn_down.bias", OPT, KILN_DIM_EMBD, KILN_DIM_NONE, b_down),
+    L("layer_output_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, layer_out_norm),
+    L("layer_output_norm.bias", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, layer_out_norm_b),
+};
+
+/* nomic-bert: rotary positions (NeoX) instead of learned ones, one fused q|k|v matrix,
+ * a SwiGLU feed-forward (gate and up, no biases) */
+static const struct kiln_tensor_spec nomic_bert_tensors[] = {
+    G("token_embd.weight", REQ, KILN_DIM_EMBD, KILN_DIM_VOCAB, tok_embd),
+    G("token_types.weight", OPT, KILN_DIM_EMBD, KILN_DIM_TOKEN_TYPES, type_embd),
+    G("token_embd_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, tok_norm),
+    G("token_embd_norm.bias", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, tok_norm_b),
+    {.name = "attn_qkv.weight", .per_layer = true, .ne0 = KILN_DIM_EMBD, .ne1 = KILN_DIM_QKV, .field = FIELD_L(wqkv),
+     .split = {{FIELD_L(wq), KILN_DIM_Q}, {FIELD_L(wk), KILN_DIM_KV}, {FIELD_L(wv), KILN_DIM_KV}}},
+    ATTN_OUT,
+    L("attn_output.bias", OPT, KILN_DIM_EMBD, KILN_DIM_NONE, bo),
+    L("attn_output_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, attn_out_norm),
+    L("attn_output_norm.bias", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, attn_out_norm_b),
+    FFN_GATE_UP, FFN_DOWN,
+    L("layer_output_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, layer_out_norm),
+    L("layer_output_norm.bias", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, layer_out_norm_b),
+};
+
+static const struct kiln_key_spec bert_keys[] = {
+    KEY_F("attention.layer_norm_epsilon", 1e-12, 0.0, 1.0, kiln_bert_hp, norm_eps),
+    {.name = "attention.causal", .type = KILN_KEY_BOOL, .def = 0, .field = FIELD_F(kiln_bert_hp, causal)},
+};
+
 /* qwen2/qwen3/phi3 differ from llama only in tensors the builder finds bound
  * (biases, q/k norms, fused views) and in the RoPE layout */
 static const struct kiln_arch arches[] = {
@@ -178,6 +233,12 @@ static const struct kiln_arch arches[] = {
     /* window and per-layer pattern required */
     GEMMA_ROW("gemma4", gemma4_tensors, gemma4_keys, kiln_gemma4_prepare,
               SWA_KEYS, .window_def = -1, .pattern_def = -1, .freq_base_def = 10000.0),
+    {.name = "bert", .rope_mode = KT_ROPE_NORMAL, .encoder = true, TENSORS(bert_tensors),
+     KEYS(bert_keys, struct kiln_bert_hp), .prepare = kiln_bert_prepare, .build = kiln_build_bert,
+     .graph_per_layer = 48, .graph_extra = 64},
+    {.name = "nomic-bert", .rope_mode = KT_ROPE_NEOX, .encoder = true, TENSORS(nomic_bert_tensors),
+     KEYS(bert_keys, struct kiln_bert_hp), .prepare = kiln_bert_prepare, .build = kiln_build_bert,
+     .graph_per_layer = 48, .graph_extra = 64},
 };
 
 const struct kiln_arch *kiln_arch_find(const char *name) {
@@ -203,6 +264,9 @@ int64_t kiln_dim_size(const struct kiln_hparams *hp, const struct kiln_layer_hp 
     case KILN_DIM_QKV: return head * (n_head + 2 * n_head_kv);
     case KILN_DIM_FF: return n_ff;
     case KILN_DIM_FF2: return 2 * n_ff;
+    case KILN_DIM_CTX_TRAIN: return hp->n_ctx_train;
+    case KILN_DIM_TOKEN_TYPES: return hp->n_token_types;
+    case KILN_DIM_CLS_OUT: return hp->n_cls_out;
     }
     return -1;
 }

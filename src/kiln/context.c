@@ -17,7 +17,8 @@
 
 struct kiln_context_params kiln_context_default_params(void) {
     return (struct kiln_context_params){
-        .n_ctx = 0, .n_batch = 512, .n_seq_max = 1, .n_threads = 2, .type_k = KT_TYPE_F16, .type_v = KT_TYPE_F16};
+        .n_ctx = 0, .n_batch = 512, .n_seq_max = 1, .n_threads = 2, .type_k = KT_TYPE_F16, .type_v = KT_TYPE_F16,
+        .pooling = KILN_POOLING_UNSPECIFIED};
 }
 
 /* ------------------------------------------------------------------ batches */
@@ -59,15 +60,16 @@ bool kiln_batch_add(struct kiln_batch *b, int32_t token, int32_t pos, int32_t se
 
 /* ------------------------------------------------------------------ graph */
 
-/* Build the graph for n_tokens tokens with n_outputs logits rows over what each
- * memory part placed (reserve: the largest batch over every part's whole extent). */
-static struct kt_cgraph *build_graph(struct kiln_context *ctx, int64_t n_tokens, int64_t n_outputs, bool reserve,
-                                     struct kiln_graph_in *in) {
+/* Build the graph for n_tokens tokens with n_outputs logits rows (with embeddings: n_seq
+ * sequences pooled) over what each memory part placed (reserve: the largest batch over
+ * every part's whole extent). */
+static struct kt_cgraph *build_graph(struct kiln_context *ctx, int64_t n_tokens, int64_t n_outputs, int64_t n_seq,
+                                     bool reserve, struct kiln_graph_in *in) {
     struct kt_context *mctx =
         kt_init((struct kt_init_params){.mem_size = ctx->meta_size, .mem_buffer = ctx->meta_buf, .no_alloc = true});
     if (!mctx) return NULL;
     *in = (struct kiln_graph_in){.ctx = mctx, .model = ctx->model, .kctx = ctx, .n_tokens = n_tokens,
-                                 .n_outputs = n_outputs};
+                                 .n_outputs = n_outputs, .embeddings = ctx->params.embeddings};
     in->tokens = kt_set_name(kt_new_tensor_1d(mctx, KT_TYPE_I32, n_tokens), "inp_tokens");
     in->pos = kt_set_name(kt_new_tensor_1d(mctx, KT_TYPE_I32, n_tokens), "inp_pos");
     in->out_ids = kt_set_name(kt_new_tensor_1d(mctx, KT_TYPE_I32, n_outputs), "inp_out_ids");
@@ -81,6 +83,16 @@ static struct kt_cgraph *build_graph(struct kiln_context *ctx, int64_t n_tokens,
         if (!p->ops->inputs(p, mctx, n_tokens, reserve, &in->mem[i])) goto fail;
     }
     struct kt_tensor *logits = ctx->model->arch->build(in);
+    if (logits && in->embeddings) {
+        /* a builder that does not return the hidden states of every token cannot be pooled */
+        if (logits->ne[0] != ctx->model->hp.n_embd || logits->ne[1] != n_tokens) {
+            snprintf(ctx->err, sizeof ctx->err, "architecture '%s' does not make embeddings",
+                     ctx->model->arch->name);
+            kt_free(mctx);
+            return NULL;
+        }
+        logits = kiln_pool_build(in, &ctx->pool, logits, ctx->pooling, n_seq);
+    }
     if (!logits || !kt_build_forward_expand(gf, logits)) goto fail;
     /* the arena lives in meta_buf; the context object itself is not needed after building */
     kt_free(mctx);
@@ -118,22 +130,50 @@ struct kiln_context *kiln_context_new(const struct kiln_model *model, struct kil
         snprintf(err, errlen, "n_threads %d out of range (1..512)", params.n_threads);
         return NULL;
     }
+    const struct kiln_hparams *mhp = &model->hp;
+    enum kiln_pooling pooling = params.pooling == KILN_POOLING_UNSPECIFIED ? mhp->pooling : params.pooling;
+    if (params.embeddings) {
+        if (pooling < KILN_POOLING_NONE || pooling > KILN_POOLING_RANK) {
+            snprintf(err, errlen, "pooling %d is not one kiln knows (none, mean, cls, last, rank)", (int)pooling);
+            return NULL;
+        }
+        if (pooling == KILN_POOLING_RANK && !model->cls && !model->cls_out) {
+            snprintf(err, errlen, "rank pooling needs a classifier head (cls.output.weight), which this %s file lacks",
+                     model->arch->name);
+            return NULL;
+        }
+        /* every decode holds whole sequences, attending to each other's tokens only within one */
+        params.n_batch = params.n_ctx;
+    } else if (model->arch->encoder) {
+        snprintf(err, errlen, "architecture '%s' makes embeddings only (it has no output head): make the context with "
+                 "embeddings on", model->arch->name);
+        return NULL;
+    }
     struct kiln_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    ctx->pooling = pooling;
     ctx->model = model;
     ctx->params = params;
     ctx->graph_size = (int)(model->hp.n_layer * model->arch->graph_per_layer + model->arch->graph_extra);
     ctx->meta_size = (size_t)ctx->graph_size * 2 * kt_tensor_overhead() + kt_graph_overhead_custom((size_t)ctx->graph_size) +
                      4096;
     ctx->meta_buf = malloc(ctx->meta_size);
-    ctx->logits = malloc(sizeof(float) * (size_t)model->hp.n_vocab * params.n_batch);
+    if (params.embeddings) {
+        ctx->n_embd_out = pooling == KILN_POOLING_RANK ? mhp->n_cls_out : mhp->n_embd;
+        const size_t rows = pooling == KILN_POOLING_NONE ? params.n_batch : params.n_seq_max;
+        ctx->embd = malloc(sizeof(float) * (size_t)ctx->n_embd_out * rows);
+        ctx->embd_seq_row = malloc(sizeof(int32_t) * params.n_seq_max);
+    } else {
+        ctx->logits = malloc(sizeof(float) * (size_t)model->hp.n_vocab * params.n_batch);
+    }
     ctx->logits_row = malloc(sizeof(int32_t) * params.n_batch);
     struct kt_device *cpu = kt_dev_by_type(KT_DEVICE_TYPE_CPU);
     ctx->backend = cpu ? kt_dev_init_backend(cpu) : NULL;
-    if (!ctx->meta_buf || !ctx->logits || !ctx->logits_row || !ctx->backend ||
+    if (!ctx->meta_buf || (!ctx->logits && !ctx->embd) || (params.embeddings && !ctx->embd_seq_row) ||
+        !ctx->logits_row || !ctx->backend ||
         !kt_backend_set_n_threads(ctx->backend, params.n_threads)) {
         snprintf(err, errlen, "cannot create the context: %s", kt_last_error()[0] ? kt_last_error() : "out of memory");
         goto fail;
@@ -164,7 +204,7 @@ struct kiln_context *kiln_context_new(const struct kiln_model *model, struct kil
     }
     /* size compute memory once, for the largest batch over the whole cache */
     struct kiln_graph_in in;
-    struct kt_cgraph *gf = build_graph(ctx, params.n_batch, params.n_batch, true, &in);
+    struct kt_cgraph *gf = build_graph(ctx, params.n_batch, params.n_batch, params.n_seq_max, true, &in);
     if (!gf || !kt_sched_reserve(ctx->sched, gf)) {
         snprintf(err, errlen, "cannot reserve compute memory: %s", gf ? kt_last_error() : ctx->err);
         goto fail;
@@ -185,6 +225,8 @@ void kiln_context_free(struct kiln_context *ctx) {
     free(ctx->meta_buf);
     free(ctx->logits);
     free(ctx->logits_row);
+    free(ctx->embd);
+    free(ctx->embd_seq_row);
     free(ctx);
 }
 
@@ -241,6 +283,14 @@ static enum kiln_status decode_error(struct kiln_context *ctx, enum kiln_status 
 static bool set_inputs(struct kiln_context *ctx, const struct kiln_batch *b, const struct kiln_graph_in *in,
                        bool all_out) {
     const int64_t T = in->n_tokens;
+    if (in->embeddings) { /* no logits: the pooling's inputs say which rows come out */
+        for (int32_t i = 0; i < T; i++) ctx->logits_row[i] = -1;
+        if (!kiln_pool_set_inputs(&ctx->pool, b, ctx->pooling, ctx->embd_seq_row)) {
+            snprintf(ctx->err, sizeof ctx->err, "out of memory");
+            return false;
+        }
+        goto memory;
+    }
     bool host = in->out_ids->buffer && kt_buffer_is_host(in->out_ids->buffer);
     int32_t *ids = host ? in->out_ids->data : malloc(sizeof(int32_t) * (size_t)in->n_outputs);
     if (!ids) {
@@ -257,6 +307,7 @@ static bool set_inputs(struct kiln_context *ctx, const struct kiln_batch *b, con
         kt_tensor_set(in->out_ids, ids, 0, sizeof(int32_t) * (size_t)in->n_outputs);
         free(ids);
     }
+memory:
     for (int i = 0; i < ctx->mem.n_parts; i++) {
         const struct kiln_mem_part *p = ctx->mem.parts[i];
         if (!p->ops->set_inputs(p, b, &in->mem[i])) {
@@ -279,6 +330,9 @@ enum kiln_status kiln_decode(struct kiln_context *ctx, const struct kiln_batch *
             return decode_error(ctx, KILN_ERR_ARG, "token %d at batch index %d is not in the vocabulary (0..%lld)", b->token[i],
                                 i, (long long)hp->n_vocab - 1);
         if (b->pos[i] < 0) return decode_error(ctx, KILN_ERR_ARG, "negative position %d at batch index %d", b->pos[i], i);
+        if (ctx->model->pos_embd && b->pos[i] >= hp->n_ctx_train)
+            return decode_error(ctx, KILN_ERR_ARG, "position %d at batch index %d is past the model's %lld positions",
+                                b->pos[i], i, (long long)hp->n_ctx_train);
         if (b->seq_id[i] < 0 || (uint32_t)b->seq_id[i] >= ctx->params.n_seq_max)
             return decode_error(ctx, KILN_ERR_ARG, "sequence %d at batch index %d out of range (0..%u)", b->seq_id[i], i,
                                 ctx->params.n_seq_max - 1);
@@ -286,6 +340,11 @@ enum kiln_status kiln_decode(struct kiln_context *ctx, const struct kiln_batch *
     }
     bool all_out = n_out == 0; /* no flags: like llama.cpp, keep the last token's logits */
     if (all_out) n_out = 1;
+    int32_t n_seq = 0;
+    if (ctx->params.embeddings) { /* each decode stands alone (include/kiln.h) */
+        kiln_kv_clear(ctx);
+        n_seq = kiln_pool_seqs(b, (int32_t)ctx->params.n_seq_max, ctx->embd_seq_row);
+    }
 
     /* every memory part finds cells for the batch (or nothing changes) */
     int placed = 0;
@@ -301,7 +360,7 @@ enum kiln_status kiln_decode(struct kiln_context *ctx, const struct kiln_batch *
 
     enum kiln_status st = KILN_ERR_COMPUTE;
     struct kiln_graph_in in;
-    struct kt_cgraph *gf = build_graph(ctx, T, n_out, false, &in);
+    struct kt_cgraph *gf = build_graph(ctx, T, n_out, n_seq, false, &in);
     kt_sched_reset(ctx->sched);
     if (!gf || !kt_sched_alloc_graph(ctx->sched, gf)) {
         if (gf) snprintf(ctx->err, sizeof ctx->err, "cannot allocate the graph: %s", kt_last_error());
@@ -324,8 +383,10 @@ enum kiln_status kiln_decode(struct kiln_context *ctx, const struct kiln_batch *
         goto rollback;
     }
     struct kt_tensor *logits = kt_graph_node(gf, -1);
-    if (cs != KT_STATUS_SUCCESS ||
-        !kt_tensor_get(logits, ctx->logits, 0, sizeof(float) * (size_t)hp->n_vocab * (size_t)n_out)) {
+    const bool got = ctx->params.embeddings ? kt_tensor_get(logits, ctx->embd, 0, kt_nbytes(logits))
+                                            : kt_tensor_get(logits, ctx->logits, 0,
+                                                            sizeof(float) * (size_t)hp->n_vocab * (size_t)n_out);
+    if (cs != KT_STATUS_SUCCESS || !got) {
         snprintf(ctx->err, sizeof ctx->err, "compute failed: %s", kt_last_error());
         goto rollback;
     }
@@ -345,3 +406,25 @@ const float *kiln_get_logits_ith(const struct kiln_context *ctx, int32_t i) {
     if (i < 0 || i >= ctx->n_batch_last || ctx->logits_row[i] < 0) return NULL;
     return ctx->logits + (size_t)ctx->logits_row[i] * (size_t)ctx->model->hp.n_vocab;
 }
+
+/* ------------------------------------------------------------------ embeddings */
+
+enum kiln_pooling kiln_context_pooling(const struct kiln_context *ctx) {
+    return ctx->params.embeddings ? ctx->pooling : KILN_POOLING_UNSPECIFIED;
+}
+int64_t kiln_n_embd_out(const struct kiln_context *ctx) { return ctx->n_embd_out; }
+
+const float *kiln_get_embeddings_seq(const struct kiln_context *ctx, int32_t seq) {
+    if (!ctx->embd || ctx->pooling == KILN_POOLING_NONE || ctx->n_batch_last == 0 || seq < 0 ||
+        (uint32_t)seq >= ctx->params.n_seq_max || ctx->embd_seq_row[seq] < 0)
+        return NULL;
+    return ctx->embd + (size_t)ctx->embd_seq_row[seq] * (size_t)ctx->n_embd_out;
+}
+
+const float *kiln_get_embeddings_ith(const struct kiln_context *ctx, int32_t i) {
+    if (i < 0) i += ctx->n_batch_last;
+    if (!ctx->embd || ctx->pooling != KILN_POOLING_NONE || i < 0 || i >= ctx->n_batch_last) return NULL;
+    return ctx->embd + (size_t)i * (size_t)ctx->n_embd_out;
+}
+
+bool kiln_model_generates(const struct kiln_model *m) { return !m->arch->encoder; }

@@ -135,6 +135,34 @@ static bool layer_kinds(struct kiln_model *m, const char *arch, char *err, size_
     return true;
 }
 
+/* What embeddings need of any family: the pooling the file asks for, the classifier's
+ * outputs (one per label), BERT's token types (a tokenizer key, as llama.cpp reads it). */
+static bool embedding_keys(struct kiln_model *m, const char *arch, char *err, size_t errlen) {
+    struct kiln_hparams *hp = &m->hp;
+    int64_t v;
+    if (!hp_int(m->gguf, arch, "pooling_type", KILN_POOLING_NONE, KILN_POOLING_NONE, KILN_POOLING_RANK, &v, err,
+                errlen))
+        return false;
+    hp->pooling = (enum kiln_pooling)v;
+    char key[160];
+    key_name(key, sizeof key, arch, "classifier.output_labels");
+    const int64_t i = gguf_find_key(m->gguf, key);
+    hp->n_cls_out = 1;
+    if (i >= 0) {
+        if (gguf_kv_type(m->gguf, i) != GGUF_TYPE_ARRAY || gguf_arr_n(m->gguf, i) == 0 ||
+            gguf_arr_n(m->gguf, i) > (1u << 20))
+            return kiln_errf(err, errlen, "%s must be a list of 1 to 1048576 labels", key);
+        hp->n_cls_out = (int64_t)gguf_arr_n(m->gguf, i);
+    }
+    hp->n_token_types = 0;
+    if (gguf_find_key(m->gguf, "tokenizer.ggml.token_type_count") >= 0) {
+        if (!gguf_get_int(m->gguf, "tokenizer.ggml.token_type_count", &v) || v < 0 || v > 1024)
+            return kiln_errf(err, errlen, "tokenizer.ggml.token_type_count must be a count of 0 to 1024");
+        hp->n_token_types = v;
+    }
+    return true;
+}
+
 /* The row's own keys into a fresh family struct. */
 static bool family_keys(struct kiln_model *m, const char *arch, char *err, size_t errlen) {
     const struct kiln_arch *a = m->arch;
@@ -254,6 +282,6 @@ bool kiln_load_hparams(struct kiln_model *m, const char *arch, int64_t n_vocab, 
     if (hp->n_vocab != n_vocab)
         return kiln_errf(err, errlen, "vocab_size %lld differs from the %lld tokens of the vocabulary",
                          (long long)hp->n_vocab, (long long)n_vocab);
-    if (!family_keys(m, arch, err, errlen)) return false;
+    if (!embedding_keys(m, arch, err, errlen) || !family_keys(m, arch, err, errlen)) return false;
     return !m->arch->prepare || m->arch->prepare(m, err, errlen);
 }

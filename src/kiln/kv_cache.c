@@ -28,6 +28,7 @@ struct kv_part {
     uint32_t size;    /* cells */
     uint32_t used;    /* cells holding at least one sequence */
     int64_t n_swa;    /* 0: full cache */
+    bool causal;      /* false (an encoder): a token sees every cell of its sequence */
     uint32_t n_layer; /* the model's layers (k[il] NULL where another part keeps layer il) */
     struct kiln_kv_cell *cells;
     struct kt_context *ctx;
@@ -92,6 +93,7 @@ struct kiln_mem_part *kiln_kv_part_new(const struct kiln_model *m, const bool *l
     kv->base.ops = n_swa > 0 ? &kv_window_ops : &kv_ops;
     kv->size = size;
     kv->n_swa = n_swa;
+    kv->causal = !m->arch->encoder;
     kv->n_layer = (uint32_t)hp->n_layer;
     kv->cells = calloc(size, sizeof *kv->cells);
     kv->k = calloc((size_t)hp->n_layer, sizeof *kv->k);
@@ -307,17 +309,20 @@ static bool kv_inputs(struct kiln_mem_part *p, struct kt_context *ctx, int64_t n
     return true;
 }
 
-/* A token sees a cell of its sequence at or before its position and, windowed,
- * fewer than n_swa positions back. */
+/* A token sees a cell of its sequence at or before its position (any position of it,
+ * for an encoder) and, windowed, fewer than n_swa positions back. */
 static void fill_mask(const struct kv_part *kv, const struct kiln_batch *b, int64_t n_kv, float *mask) {
     const struct kiln_kv_cell *cells = kv->cells;
     const int64_t w = kv->n_swa > 0 ? kv->n_swa : INT64_MAX;
+    const int32_t any = kv->causal ? 0 : INT32_MAX;
     for (int32_t j = 0; j < b->n_tokens; j++) {
         const uint64_t bit = 1ull << b->seq_id[j];
         const int32_t pj = b->pos[j];
         float *row = mask + (size_t)j * (size_t)n_kv;
         for (int64_t c = 0; c < n_kv; c++)
-            row[c] = (cells[c].seq & bit) && cells[c].pos <= pj && (int64_t)pj - cells[c].pos < w ? 0.0f : -INFINITY;
+            row[c] = (cells[c].seq & bit) && cells[c].pos <= (int64_t)pj + any && (int64_t)pj - cells[c].pos < w
+                         ? 0.0f
+                         : -INFINITY;
     }
 }
 

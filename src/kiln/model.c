@@ -221,7 +221,7 @@ static bool load_tensors(struct kiln_model *m, struct kiln_model_params params, 
     if (!ok) return false;
     /* bias and norm weights are read as F32 by the element-wise kernels */
     for (struct kt_tensor *t = kt_get_first_tensor(m->wctx); t; t = kt_get_next_tensor(m->wctx, t))
-        if (kt_n_dims(t) == 1 && t->type != KT_TYPE_F32)
+        if (kt_n_dims(t) == 1 && t->type != KT_TYPE_F32 && t != m->cls_out) /* a one-label head is a matrix */
             return kiln_errf(err, errlen, "tensor '%s' is %s; 1-D weights must be f32", t->name, kt_type_name(t->type));
     if (!offload(m, params.n_gpu_layers, err, errlen)) return false;
     return params.no_repack || repack(m, err, errlen);

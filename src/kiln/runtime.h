@@ -32,6 +32,10 @@ struct kiln_layer {
     struct kt_tensor *w_down;                    /* [n_ff, n_embd] */
     struct kt_tensor *ffn_post_norm;             /* [n_embd]: RMS norm of the feed-forward's output (gemma) */
     struct kt_tensor *out_scale;                 /* [1]: the layer's output times this (gemma4) */
+    /* BERT: biases and LayerNorms after the residuals */
+    struct kt_tensor *bo, *b_up, *b_down;        /* [n_embd], [n_ff], [n_embd] */
+    struct kt_tensor *attn_out_norm, *attn_out_norm_b;   /* [n_embd]: after attention's residual */
+    struct kt_tensor *layer_out_norm, *layer_out_norm_b; /* [n_embd]: after the feed-forward's */
 };
 
 struct kiln_arch;
@@ -70,6 +74,12 @@ struct kiln_model {
     struct kt_tensor *output_norm;
     struct kt_tensor *output;     /* [n_embd, n_vocab]; == tok_embd when tied */
     struct kt_tensor *rope_freqs; /* [n_rot/2] divisors of each pair's RoPE frequency (Llama 3), or NULL */
+    /* BERT: absolute positions, token types (type 0 added to every token), the embeddings' LayerNorm */
+    struct kt_tensor *pos_embd;   /* [n_embd, n_ctx_train] */
+    struct kt_tensor *type_embd;  /* [n_embd, n_token_types] */
+    struct kt_tensor *tok_norm, *tok_norm_b;
+    /* the classifier head of rank pooling: cls [n_embd, n_embd] (+ bias), tanh, cls.output */
+    struct kt_tensor *cls, *cls_b, *cls_out, *cls_out_b; /* cls_out [n_embd, n_cls_out] */
     struct kiln_layer *layers;    /* n_layer */
     int64_t n_params;
     size_t weight_bytes;
@@ -90,6 +100,7 @@ struct kiln_graph_in {
     struct kt_tensor *pos;     /* I32 [n_tokens] */
     struct kt_tensor *out_ids; /* I32 [n_outputs] rows whose logits are wanted */
     int64_t n_tokens, n_outputs;
+    bool embeddings; /* the builder returns the last hidden states [n_embd, n_tokens], every token */
     struct kiln_mem_inputs mem[KILN_MEM_MAX_PARTS]; /* per memory part (memory.h): mask, cell order, cells */
 };
 
@@ -109,6 +120,9 @@ enum kiln_dim {
     KILN_DIM_QKV,      /* Q + 2 KV (fused q|k|v rows) */
     KILN_DIM_FF,       /* n_ff */
     KILN_DIM_FF2,      /* 2 n_ff (fused gate|up rows) */
+    KILN_DIM_CTX_TRAIN,/* n_ctx_train (absolute position embeddings) */
+    KILN_DIM_TOKEN_TYPES, /* n_token_types */
+    KILN_DIM_CLS_OUT,  /* n_cls_out (the classifier's outputs) */
 };
 
 /* One tensor of an architecture: its GGUF name (per-layer ones without the
@@ -162,6 +176,7 @@ struct kiln_window_spec {
 struct kiln_arch {
     const char *name;
     int rope_mode; /* KT_ROPE_NORMAL / KT_ROPE_NEOX */
+    bool encoder;  /* attention over the whole sequence, not causal; no output head: embeddings only */
     const struct kiln_tensor_spec *tensors; /* every tensor a file of this architecture may hold */
     size_t n_tensors;
     const struct kiln_key_spec *keys;       /* family hyper-parameters, into a struct of fam_size bytes */
@@ -182,6 +197,25 @@ int64_t kiln_dim_size(const struct kiln_hparams *hp, const struct kiln_layer_hp 
 bool kiln_load_hparams(struct kiln_model *m, const char *arch, int64_t n_vocab, char *err, size_t errlen);
 struct kt_tensor *kiln_build_llama(const struct kiln_graph_in *in);
 struct kt_tensor *kiln_build_gemma(const struct kiln_graph_in *in); /* arch/gemma.c */
+struct kt_tensor *kiln_build_bert(const struct kiln_graph_in *in);  /* arch/bert.c */
+
+/* ---- pooling (pooling.c): embeddings out of a builder's hidden states */
+
+/* Pooling's graph inputs (created with the graph; reserve: the largest batch) */
+struct kiln_pool_inputs {
+    struct kt_tensor *rows; /* I32 [n_seq]: each sequence's first (cls, rank) or last token */
+    struct kt_tensor *mean; /* F32 [n_tokens, n_seq]: 1/len where token t is in sequence s */
+    int64_t n_seq;
+};
+/* The pooled embeddings [n_embd_out, n_seq] (none: x itself) of hidden states x [n_embd, T] */
+struct kt_tensor *kiln_pool_build(const struct kiln_graph_in *in, struct kiln_pool_inputs *pi, struct kt_tensor *x,
+                                  enum kiln_pooling pooling, int64_t n_seq);
+/* Which sequences the batch holds, in order of first appearance: seq_row[s] their row (-1:
+ * absent); returns how many. */
+int32_t kiln_pool_seqs(const struct kiln_batch *b, int32_t n_seq_max, int32_t *seq_row);
+/* The inputs' values for batch b */
+bool kiln_pool_set_inputs(const struct kiln_pool_inputs *pi, const struct kiln_batch *b, enum kiln_pooling pooling,
+                          const int32_t *seq_row);
 
 /* ---- KV cache (the memory's KV kinds: memory.h, kv_cache.c) */
 
@@ -216,7 +250,12 @@ struct kiln_context {
     size_t meta_size;
     int graph_size;
 
-    float *logits;           /* [n_outputs_max, n_vocab] of the last decode */
+    float *logits;           /* [n_outputs_max, n_vocab] of the last decode (NULL with embeddings) */
+    enum kiln_pooling pooling; /* with embeddings: the one in force */
+    float *embd;             /* [rows, n_embd_out]: per sequence pooled, per token with pooling none */
+    int32_t *embd_seq_row;   /* n_seq_max: sequence -> row of embd, or -1 */
+    int64_t n_embd_out;
+    struct kiln_pool_inputs pool;
     int32_t *logits_row;     /* batch index -> row in logits, or -1 */
     int32_t n_outputs;
     int32_t n_batch_last;

@@ -41,14 +41,18 @@ static const struct preset presets[] = {
     /* Gemma 3 4B's shape: head 256 (not n_embd / n_head), window 1024 on 29 of 34 layers,
      * RoPE scaled by 8 on the global ones, a vocabulary of 262144, the output tied */
     {"gemma3-4b", 2560, 34, 8, 4, 10240, 262144, 131072, "gemma3", 256, 1024, 0.0f, 0.0f, 8.0f, true},
+    /* BGE-small's shape (33M parameters with BGE's vocabulary: --vocab ggml-vocab-bert-bge.gguf) */
+    {"bge-small", 384, 12, 12, 12, 1536, 512, 512, "bert", 0, 0, 0.0f, 0.0f, 0, false},
 };
 
-static const char *const preset_names[] = {"tiny", "small", "tinyllama-1.1b", "llama-7b", "gemma3-4b", NULL};
+static const char *const preset_names[] = {"tiny", "small", "tinyllama-1.1b", "llama-7b", "gemma3-4b", "bge-small",
+                                           NULL};
 
 const char *const *kiln_synth_presets(void) { return preset_names; }
 
 struct kiln_synth_params kiln_synth_default_params(void) {
-    return (struct kiln_synth_params){.preset = "tiny", .type = KT_TYPE_F16, .n_threads = 1};
+    return (struct kiln_synth_params){.preset = "tiny", .type = KT_TYPE_F16, .n_threads = 1,
+                                      .pooling = KILN_POOLING_UNSPECIFIED};
 }
 
 
@@ -80,8 +84,6 @@ static void random_row(uint64_t seed, int64_t tensor, int64_t row, float std, fl
 
 /* ------------------------------------------------------------------ tensors */
 
-#define WEIGHT_STD 0.02f
-
 struct stensor {
     char name[KT_MAX_NAME];
     int n_dims;
@@ -89,6 +91,7 @@ struct stensor {
     enum kt_type type;
     int64_t index;  /* stream id */
     bool ones;      /* norm weights: 1.0 */
+    float std;      /* random weights' standard deviation */
     const struct srun *run;
 };
 
@@ -129,7 +132,7 @@ static bool gen_rows(void *ctx, int64_t r0, int64_t r1, char *err, size_t errlen
                 for (int64_t j = 0; j < ne0; j++) f[i * ne0 + j] = c;
             else if (t->ones)
                 for (int64_t j = 0; j < ne0; j++) f[i * ne0 + j] = 1.0f;
-            else random_row(t->run->seed, t->index, r + i, WEIGHT_STD, f + i * ne0, ne0);
+            else random_row(t->run->seed, t->index, r + i, t->std, f + i * ne0, ne0);
         }
         if (kt_quantize_chunk(t->type, f, sl->buf + (size_t)(r - sl->row0) * row, nr, ne0, NULL) == 0)
             ok = kiln_errf(err, errlen, "%s", kt_last_error());
@@ -340,11 +343,19 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
                                : synth_vocab(w, n_vocab, err, errlen);
     /* the family's own keys (Gemma: windows, soft-caps, per-layer shapes), and every
      * layer's shape as the loader will read it back */
-    struct kiln_hparams hp = {.n_embd = ps->n_embd, .n_layer = ps->n_layer, .n_head = ps->n_head,
+    struct kiln_hparams hp = {.n_ctx_train = ps->n_ctx, .n_embd = ps->n_embd, .n_layer = ps->n_layer, .n_head = ps->n_head,
                               .n_head_kv = ps->n_head_kv, .n_embd_head = head_dim, .n_ff = ps->n_ff,
                               .n_rot = head_dim};
+    bool file_types = false;
+    if (p->vocab_path) {
+        char gerr[256];
+        struct gguf_file *vg = gguf_open(p->vocab_path, gerr, sizeof gerr);
+        file_types = vg && gguf_find_key(vg, "tokenizer.ggml.token_type_count") >= 0;
+        gguf_close(vg);
+    }
     const struct kiln_synth_shape shape = {ps->n_embd, ps->n_layer, ps->n_head, ps->n_head_kv, ps->n_ff, ps->n_ctx,
-                                           head_dim, ps->n_swa, ps->final_cap, ps->attn_cap, ps->rope_factor};
+                                           head_dim, ps->n_swa, ps->final_cap, ps->attn_cap, ps->rope_factor,
+                                           p->pooling, file_types};
     struct kiln_layer_hp *lhp = calloc((size_t)ps->n_layer, sizeof *lhp);
     if (ok && !lhp) ok = kiln_errf(err, errlen, "out of memory");
     if (ok) ok = kiln_synth_family(w, arch_name, &shape, &hp, lhp, err, errlen);
@@ -372,7 +383,7 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
     for (size_t i = 0; i < arch->n_tensors; i++) {
         const struct kiln_tensor_spec *sp = &arch->tensors[i];
         if (sp->optional && !sp->per_layer &&
-            (!kiln_synth_wants(arch_name, sp, NULL) || (ps->tied && !strcmp(sp->name, "output.weight"))))
+            (!kiln_synth_wants(arch_name, sp, NULL, hp.pooling) || (ps->tied && !strcmp(sp->name, "output.weight"))))
             continue;
         const struct kiln_tensor_spec **list = sp->per_layer ? block : global;
         int64_t *n = sp->per_layer ? &n_block : &n_global;
@@ -403,13 +414,14 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
             int64_t il = (i - n_global) / n_block, k = (i - n_global) % n_block;
             sp = block[k];
             l = &lhp[il];
-            if (sp->optional && !kiln_synth_wants(arch_name, sp, l)) continue;
+            if (sp->optional && !kiln_synth_wants(arch_name, sp, l, hp.pooling)) continue;
             snprintf(t->name, sizeof t->name, "blk.%lld.%s", (long long)il, sp->name);
         }
         t->ne[0] = kiln_dim_size(&hp, l, sp->ne0);
         t->ne[1] = kiln_dim_size(&hp, l, sp->ne1);
         t->n_dims = sp->ne1 == KILN_DIM_NONE ? 1 : 2;
-        t->ones = t->n_dims == 1; /* norms (and biases) of ones */
+        t->std = kiln_synth_std(arch_name, t->name, t->n_dims);
+        t->ones = t->std == 0.0f; /* norms (and, but in BERT, biases) of ones */
         t->index = n_t;
         t->run = &run;
         names[n_t++] = t->name;

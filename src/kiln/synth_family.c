@@ -5,7 +5,9 @@
  * fewer than six layers) and Gemma 4 (a per-layer pattern array, windowed layers
  * with half the head size and twice the KV heads of global ones, global layers
  * without a v projection and with proportional RoPE, a scale on each layer's
- * output). Each writes the keys llama.cpp reads and derives the shapes kiln's loader
+ * output) and BERT (no grouped heads, LayerNorm's epsilon, a pooling type, token types,
+ * biases, and with rank pooling a classifier head; weights large enough that attention
+ * and the biases move the result). Each writes the keys llama.cpp reads and derives the shapes kiln's loader
  * will derive from them.
  */
 #include "synth_family.h"
@@ -27,6 +29,32 @@ static bool set_f32(struct gguf_writer *w, const char *arch, const char *key, fl
 }
 
 static bool is_gemma(const char *arch) { return !strncmp(arch, "gemma", 5); }
+static bool is_bert(const char *arch) { return !strcmp(arch, "bert") || !strcmp(arch, "nomic-bert"); }
+
+static bool bert_keys(struct gguf_writer *w, const char *arch, const struct kiln_synth_shape *s,
+                      struct kiln_hparams *hp, struct kiln_layer_hp *lhp, char *err, size_t errlen) {
+    /* BGE's CLS; nomic-embed's mean */
+    const enum kiln_pooling def = strcmp(arch, "bert") ? KILN_POOLING_MEAN : KILN_POOLING_CLS;
+    const enum kiln_pooling pooling = s->pooling == KILN_POOLING_UNSPECIFIED ? def : s->pooling;
+    for (int64_t il = 0; il < s->n_layer; il++) lhp[il].n_head_kv = s->n_head;
+    hp->n_head_kv = s->n_head;
+    hp->pooling = pooling;
+    hp->n_cls_out = 1;
+    hp->n_token_types = 2;
+    char k[160];
+    snprintf(k, sizeof k, "%s.attention.causal", arch);
+    bool ok = set_u32(w, arch, "attention.head_count_kv", (uint32_t)s->n_head) &&
+              set_f32(w, arch, "attention.layer_norm_epsilon", 1e-12f) && gguf_writer_set_bool(w, k, false) &&
+              set_u32(w, arch, "pooling_type", (uint32_t)pooling);
+    if (ok && !s->file_token_types) ok = gguf_writer_set_u32(w, "tokenizer.ggml.token_type_count", 2);
+    if (ok && pooling == KILN_POOLING_RANK) {
+        const struct gguf_str label = {"LABEL_0", 7};
+        snprintf(k, sizeof k, "%s.classifier.output_labels", arch);
+        ok = gguf_writer_set_arr_str(w, k, &label, 1);
+    }
+    if (!ok) return kiln_errf(err, errlen, "%s", gguf_writer_error(w));
+    return true;
+}
 
 bool kiln_synth_family(struct gguf_writer *w, const char *arch, const struct kiln_synth_shape *s,
                        struct kiln_hparams *hp, struct kiln_layer_hp *lhp, char *err, size_t errlen) {
@@ -34,6 +62,10 @@ bool kiln_synth_family(struct gguf_writer *w, const char *arch, const struct kil
     for (int64_t il = 0; il < L; il++)
         lhp[il] = (struct kiln_layer_hp){.kind = KILN_LAYER_ATTN, .n_head = s->n_head, .n_head_kv = s->n_head_kv,
                                          .n_embd_head = s->head_dim, .n_rot = s->head_dim, .n_ff = s->n_ff};
+    if (is_bert(arch)) return bert_keys(w, arch, s, hp, lhp, err, errlen);
+    if (s->pooling > KILN_POOLING_NONE && !set_u32(w, arch, "pooling_type", (uint32_t)s->pooling))
+        return kiln_errf(err, errlen, "%s", gguf_writer_error(w));
+    hp->pooling = s->pooling > KILN_POOLING_NONE ? s->pooling : KILN_POOLING_NONE;
     if (!is_gemma(arch)) return true;
     const bool g2 = !strcmp(arch, "gemma2"), g4 = !strcmp(arch, "gemma4");
     /* local/global: Gemma 2 alternates; 3 and 4 have five local layers to a global one,
@@ -89,8 +121,11 @@ bool kiln_synth_family(struct gguf_writer *w, const char *arch, const struct kil
     return true;
 }
 
-bool kiln_synth_wants(const char *arch, const struct kiln_tensor_spec *spec, const struct kiln_layer_hp *l) {
+bool kiln_synth_wants(const char *arch, const struct kiln_tensor_spec *spec, const struct kiln_layer_hp *l,
+                      enum kiln_pooling pooling) {
     if (!strcmp(spec->name, "output.weight")) return true; /* untied */
+    /* BERT: every bias and the token types; the classifier head only for rank pooling */
+    if (is_bert(arch)) return strncmp(spec->name, "cls.", 4) || pooling == KILN_POOLING_RANK;
     if (strcmp(arch, "gemma4")) return false;
     /* Gemma 4: v projections on windowed layers only (global ones take k), and output scales */
     if (!strcmp(spec->name, "attn_v.weight")) return l && l->kind == KILN_LAYER_ATTN_WINDOW;
@@ -100,6 +135,14 @@ bool kiln_synth_wants(const char *arch, const struct kiln_tensor_spec *spec, con
 static bool ends_with(const char *s, const char *tail) {
     const size_t n = strlen(s), m = strlen(tail);
     return n >= m && !strcmp(s + n - m, tail);
+}
+
+float kiln_synth_std(const char *arch, const char *name, int n_dims) {
+    if (!is_bert(arch)) return n_dims == 1 ? 0.0f : 0.02f;
+    /* BERT: biases random and weights large enough (gain about 1.2 per product at 64 wide)
+     * that attention's mask, each bias and the classifier move the embeddings */
+    if (n_dims == 1) return ends_with(name, ".bias") ? 0.1f : 0.0f;
+    return 0.15f;
 }
 
 bool kiln_synth_constant(const char *arch, const char *name, float *value) {

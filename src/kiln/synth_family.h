@@ -18,6 +18,8 @@ struct kiln_synth_shape {
     float final_cap;    /* Gemma's soft-caps (0: none written where the family allows) */
     float attn_cap;
     float rope_factor;  /* linear RoPE scaling of global layers (0: none) */
+    enum kiln_pooling pooling; /* <arch>.pooling_type to write (UNSPECIFIED: the family's default) */
+    bool file_token_types; /* the vocabulary file gave tokenizer.ggml.token_type_count */
 };
 
 /* Write arch's own keys into w (after the common ones, replacing any it redefines) and
@@ -25,7 +27,10 @@ struct kiln_synth_shape {
 bool kiln_synth_family(struct gguf_writer *w, const char *arch, const struct kiln_synth_shape *s,
                        struct kiln_hparams *hp, struct kiln_layer_hp *lhp, char *err, size_t errlen);
 /* Whether a file of arch holds optional tensor spec (of layer l, or NULL) */
-bool kiln_synth_wants(const char *arch, const struct kiln_tensor_spec *spec, const struct kiln_layer_hp *l);
+bool kiln_synth_wants(const char *arch, const struct kiln_tensor_spec *spec, const struct kiln_layer_hp *l,
+                      enum kiln_pooling pooling);
+/* A random tensor's standard deviation; 0: a tensor of ones (norm weights) */
+float kiln_synth_std(const char *arch, const char *name, int n_dims);
 /* A tensor's fixed value instead of random weights or ones (true with *value set) */
 bool kiln_synth_constant(const char *arch, const char *name, float *value);
 /* rope_freqs of Gemma 4's proportional RoPE: 1 for the first quarter of the pairs, 1e30 (no turn) after */

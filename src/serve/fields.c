@@ -23,6 +23,8 @@
 #define SOPT (1u << SRV_BODY_STREAM_OPTIONS)
 #define TCALL (1u << SRV_BODY_TOOL_CALL)
 #define FUNC (1u << SRV_BODY_FUNCTION)
+#define EMBD (1u << SRV_BODY_EMBEDDINGS)
+#define RANK (1u << SRV_BODY_RERANK)
 
 struct field {
     const char *name;
@@ -54,6 +56,10 @@ static const struct field fields[] = {
     IMPL("response_format", CMPL | CHAT), IMPL("grammar", GEN), IMPL("json_schema", GEN),
     /* ---- the other routes */
     IMPL("add_special", TOK), IMPL("with_pieces", TOK), IMPL("tokens", DETOK),
+    /* ---- embeddings and reranking (embed.c) */
+    IMPL("model", EMBD | RANK), IMPL("input", EMBD), IMPL("content", EMBD), IMPL("encoding_format", EMBD),
+    IMPL("embd_normalize", EMBD), IMPL("query", RANK), IMPL("documents", RANK), IMPL("top_n", RANK),
+    IMPL("return_documents", RANK),
     /* ---- inside messages[i] and its content parts (roles.c) */
     IMPL("role", MSG), IMPL("content", MSG), IMPL("type", PART), IMPL("text", PART),
     IMPL("name", MSG), IMPL("tool_calls", MSG), IMPL("tool_call_id", MSG), IMPL("function_call", MSG),
@@ -64,7 +70,10 @@ static const struct field fields[] = {
     NOT("best_of", CMPL, "1", "server-side best-of-n sampling"),
     NOT("echo", CMPL | LLAMA, "false", "echoing the prompt in the answer"),
     NOT("suffix", CMPL, "\"\"", "fill-in-the-middle"),
-    NOT("user", GEN, NULL, "end-user ids for abuse monitoring"),
+    NOT("user", GEN | EMBD, NULL, "end-user ids for abuse monitoring"),
+    NOT("dimensions", EMBD, NULL, "shortened embeddings (the model's size is the only one)"),
+    NOT("truncate", EMBD, "false", "truncating inputs longer than the context"),
+    NOT("texts", RANK, NULL, "TEI's rerank shape (use 'documents')"),
     NOT("functions", CHAT, "[]", "function calls"),
     NOT("function_call", CHAT, "\"none\"", "function calls"),
     NOT("response_format", LLAMA, "{\"type\": \"text\"}", "response_format here (use 'grammar' or 'json_schema')"),
@@ -147,7 +156,8 @@ static const char *const body_names[] = {
     [SRV_BODY_DETOKENIZE] = "/detokenize",           [SRV_BODY_TEMPLATE] = "/apply-template",
     [SRV_BODY_MESSAGE] = "a message",                [SRV_BODY_CONTENT_PART] = "a content part",
     [SRV_BODY_STREAM_OPTIONS] = "stream_options",    [SRV_BODY_TOOL_CALL] = "a tool call",
-    [SRV_BODY_FUNCTION] = "a function call",
+    [SRV_BODY_FUNCTION] = "a function call",        [SRV_BODY_EMBEDDINGS] = "/v1/embeddings",
+    [SRV_BODY_RERANK] = "/v1/rerank",
 };
 
 /* Edit distance of two short names, capped: how a misspelling finds its field. */

@@ -303,6 +303,10 @@ bool srv_build_group(struct kiln_server *s, const cJSON *body, enum srv_api api,
 
 static enum MHD_Result generate(struct srv_req *r, enum srv_api api) {
     struct kiln_server *s = r->srv;
+    if (s->p.embeddings)
+        return srv_reply_error(r, 400, "this server makes %s (--%s): it does not generate text",
+                               kiln_context_pooling(s->ctx) == KILN_POOLING_RANK ? "rerankings" : "embeddings",
+                               kiln_context_pooling(s->ctx) == KILN_POOLING_RANK ? "reranking" : "embeddings");
     char err[512] = "";
     cJSON *body = srv_parse_body(r, err, sizeof err);
     if (!body) return srv_reply_error(r, 400, "%s", err);

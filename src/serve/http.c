@@ -70,6 +70,13 @@ static const struct srv_route routes[] = {
     {"POST", "/v1/chat/completions", srv_route_chat, true, false, true},
     {"POST", "/chat/completions", srv_route_chat, true, false, true},
     {"POST", "/completion", srv_route_completion, true, false, true},
+    {"POST", "/v1/embeddings", srv_route_embeddings_oai, true, false, true},
+    {"POST", "/embeddings", srv_route_embedding, true, false, true},
+    {"POST", "/embedding", srv_route_embedding, true, false, true},
+    {"POST", "/v1/rerank", srv_route_rerank, true, false, true},
+    {"POST", "/rerank", srv_route_rerank, true, false, true},
+    {"POST", "/v1/reranking", srv_route_rerank, true, false, true},
+    {"POST", "/reranking", srv_route_rerank, true, false, true},
 };
 
 /* ------------------------------------------------------------------ exchanges */
@@ -461,6 +468,7 @@ struct kiln_server *kiln_server_start(const struct kiln_server_params *p, char *
     atomic_init(&s->in_flight, 0);
     atomic_init(&s->next_id, 0);
     pthread_mutex_init(&s->log_mu, NULL);
+    pthread_mutex_init(&s->embd_mu, NULL);
     unsigned mhd_limit = 0;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = p->threads_http > 0 ? p->threads_http : cores > 4 ? 4 : cores < 2 ? 2 : (int)cores;
@@ -506,6 +514,7 @@ fail:
     srv_auth_free(s->auth);
     srv_metrics_free(s->metrics);
     pthread_mutex_destroy(&s->log_mu);
+    pthread_mutex_destroy(&s->embd_mu);
     free(s);
     return NULL;
 }
@@ -528,8 +537,16 @@ bool kiln_server_attach(struct kiln_server *s, const struct kiln_model *model, s
     s->ctx = ctx;
     s->tmpl = kiln_model_chat_template(model, NULL);
     s->max_piece = srv_longest_piece(s->vocab);
-    if (!srv_chat_load(s, err, errlen)) return false;
     const char *base = strrchr(model_path, '/');
+    if (s->p.embeddings) { /* no slots, no engine: embed.c decodes on ctx itself */
+        snprintf(s->model_id, sizeof s->model_id, "%s", base ? base + 1 : model_path);
+        s->model_path = strdup(model_path);
+        s->n_ctx_slot = (int32_t)kiln_n_ctx(ctx);
+        if (!s->model_path) return snprintf(err, errlen, "out of memory"), false;
+        atomic_store(&s->ready, true);
+        return true;
+    }
+    if (!srv_chat_load(s, err, errlen)) return false;
     snprintf(s->model_id, sizeof s->model_id, "%s", base ? base + 1 : model_path);
     s->model_path = strdup(model_path);
     if (!(s->grammars = srv_grammars_new(s->vocab, err, errlen))) return false;

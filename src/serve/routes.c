@@ -42,7 +42,7 @@ enum MHD_Result srv_route_props(struct srv_req *r) {
     struct kiln_server *s = r->srv;
     cJSON *o = cJSON_CreateObject();
     cJSON *g = cJSON_AddObjectToObject(o, "default_generation_settings");
-    cJSON_AddNumberToObject(g, "n_ctx", srv_engine_n_ctx_slot(s->engine));
+    cJSON_AddNumberToObject(g, "n_ctx", s->n_ctx_slot);
     cJSON_AddNumberToObject(g, "n_predict", s->p.n_predict);
     cJSON_AddNumberToObject(o, "total_slots", s->p.n_parallel);
     cJSON_AddStringToObject(o, "model_path", s->model_path);
@@ -55,7 +55,9 @@ enum MHD_Result srv_route_props(struct srv_req *r) {
     cJSON_AddStringToObject(o, "build_info", "kiln");
     /* the limits a client or a balancer plans with */
     cJSON_AddNumberToObject(o, "n_ctx", kiln_n_ctx(s->ctx));
-    cJSON_AddNumberToObject(o, "n_ctx_slot", srv_engine_n_ctx_slot(s->engine));
+    cJSON_AddNumberToObject(o, "n_ctx_slot", s->n_ctx_slot);
+    cJSON_AddBoolToObject(o, "embeddings", s->p.embeddings);
+    if (s->p.embeddings) cJSON_AddStringToObject(o, "pooling", kiln_pooling_name(kiln_context_pooling(s->ctx)));
     cJSON_AddNumberToObject(o, "kv_cache_bytes", (double)kiln_kv_size_bytes(s->ctx));
     cJSON_AddNumberToObject(o, "queue_max", s->p.queue_max);
     cJSON_AddNumberToObject(o, "max_body", (double)s->p.max_body);
@@ -75,8 +77,8 @@ enum MHD_Result srv_route_props(struct srv_req *r) {
 }
 
 enum MHD_Result srv_route_metrics(struct srv_req *r) {
-    struct srv_engine_stats es;
-    srv_engine_stats(r->srv->engine, &es);
+    struct srv_engine_stats es = {0};
+    if (r->srv->engine) srv_engine_stats(r->srv->engine, &es);
     char *text = srv_metrics_render(r->srv->metrics, &es);
     if (!text) return srv_reply_error(r, 500, "out of memory");
     return srv_reply_plain(r, 200, text); /* Prometheus text format */
@@ -87,7 +89,7 @@ enum MHD_Result srv_route_slots(struct srv_req *r) {
     struct kiln_server *s = r->srv;
     bool isolate = s->p.prefix_share != KILN_PREFIX_SHARE_GLOBAL &&
                    (srv_auth_has_keys(s->auth) || srv_auth_has_proxies(s->auth));
-    cJSON *a = srv_engine_slots_json(s->engine, r->tenant, isolate);
+    cJSON *a = s->engine ? srv_engine_slots_json(s->engine, r->tenant, isolate) : cJSON_CreateArray();
     if (!a) return srv_reply_error(r, 500, "out of memory");
     return srv_reply_json(r, 200, a);
 }

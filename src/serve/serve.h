@@ -50,6 +50,8 @@ struct kiln_server_params {
     const char *chat_template; /* --chat-template: a native family's name or a Jinja template's text (NULL: the
                                 * model's own) */
     bool reasoning;      /* --reasoning-format deepseek (the default): thinking goes to reasoning_content; false: none */
+    bool embeddings;     /* --embeddings: the context makes embeddings (its params.embeddings); the embedding
+                          * and rerank routes answer, generation does not */
     int reasoning_budget; /* --reasoning-budget: tokens of thinking before </think> is forced (-1: no limit,
                            * 0: thinking off) */
 };

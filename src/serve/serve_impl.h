@@ -22,6 +22,7 @@
 #define SRV_MAX_MODEL_LEN 256 /* bytes of 'model' */
 #define SRV_MAX_TOP 20
 #define SRV_MAX_PROMPTS 64 /* prompts in one request's list */
+#define SRV_MAX_EMBD_INPUTS 2048 /* inputs of one embedding request, documents of one rerank */
 
 enum srv_api {
     SRV_API_COMPLETIONS, /* POST /v1/completions */
@@ -151,6 +152,7 @@ struct kiln_server {
     char warnings[4][320];
     int n_warnings;
     pthread_mutex_t log_mu; /* libmicrohttpd's messages, rate-limited */
+    pthread_mutex_t embd_mu; /* --embeddings: one request at a time on ctx (embed.c) */
     long long log_second;
     int log_count, log_dropped;
     struct srv_grammars *grammars; /* the vocabulary's token index and recent grammars */
@@ -291,6 +293,10 @@ enum MHD_Result srv_route_props(struct srv_req *r);
 enum MHD_Result srv_route_slots(struct srv_req *r);
 enum MHD_Result srv_route_metrics(struct srv_req *r);
 enum MHD_Result srv_route_tokenize(struct srv_req *r);
+/* embed.c: --embeddings / --reranking */
+enum MHD_Result srv_route_embeddings_oai(struct srv_req *r);
+enum MHD_Result srv_route_embedding(struct srv_req *r);
+enum MHD_Result srv_route_rerank(struct srv_req *r);
 enum MHD_Result srv_route_detokenize(struct srv_req *r);
 enum MHD_Result srv_route_apply_template(struct srv_req *r);
 enum MHD_Result srv_route_completions(struct srv_req *r);
@@ -310,6 +316,8 @@ enum srv_body {
     SRV_BODY_STREAM_OPTIONS, /* stream_options */
     SRV_BODY_TOOL_CALL,      /* messages[i].tool_calls[j] */
     SRV_BODY_FUNCTION,       /* messages[i].tool_calls[j].function, messages[i].function_call */
+    SRV_BODY_EMBEDDINGS,     /* /v1/embeddings, /embedding(s) */
+    SRV_BODY_RERANK,         /* /v1/rerank, /rerank */
 };
 /* Every member of obj must be a field this body implements, or a field kiln does not
  * implement given the value that asks for nothing; false with a message naming the

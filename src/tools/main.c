@@ -31,6 +31,7 @@ static const struct kiln_cmd commands[] = {
     {"tokenize", cmd_tokenize, "text to token ids (and pieces) with a model's vocabulary"},
     {"detokenize", cmd_detokenize, "token ids back to text"},
     {"eval", cmd_eval, "evaluate a prompt in one batch: its tokens and (optionally) every position's logits"},
+    {"embed", cmd_embed, "embeddings of each line of a text (BERT-family and decoder models), as JSON"},
     {"run", cmd_run, "generate text from a prompt"},
     {"serve", cmd_serve, "an OpenAI- and llama-server-compatible HTTP server with continuous batching"},
     {"chat", cmd_chat, "a multi-turn conversation on stdin/stdout with the model's chat template"},

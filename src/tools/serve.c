@@ -18,6 +18,8 @@ int cmd_serve(int argc, char **argv) {
     model_args_init(&ma);
     struct kiln_server_params sp = kiln_server_default_params();
     char *template_text = NULL; /* --chat-template-file's text */
+    enum kiln_pooling pooling = KILN_POOLING_UNSPECIFIED;
+    bool rerank = false;
     for (int i = 1; i < argc; i++) {
         int r = model_args_parse(&ma, cmd, argc, argv, &i);
         if (r < 0) return EXIT_USAGE;
@@ -56,6 +58,11 @@ int cmd_serve(int argc, char **argv) {
                    "  --max-body N            request body limit in bytes, 413 beyond (default 4194304)\n"
                    "  --drain S               on SIGTERM/SIGINT stop accepting and let running requests\n"
                    "                          finish for up to S seconds before cancelling (default 0)\n"
+                   "  --embeddings            serve embeddings, not text: /v1/embeddings, /embedding(s)\n"
+                   "                          (many inputs to a batch; generation routes answer 400)\n"
+                   "  --reranking             serve reranking: /v1/rerank, /rerank (rank pooling, the\n"
+                   "                          model's classifier head)\n"
+                   "  --pooling P             with --embeddings: none, mean, cls, last (default: the model's)\n"
                    "  --no-prefix-share       --prefix-share off: a prompt reuses only its own slot's cached\n"
                    "                          tokens (as llama-server), not cells another slot decoded\n"
                    "  -cram, --cache-ram N    MiB of KV cells that keep prefixes after their slot moved\n"
@@ -104,6 +111,16 @@ int cmd_serve(int argc, char **argv) {
             if (!(v = tool_arg_value(cmd, argc, argv, &i)) ||
                 !tool_parse_int(cmd, o, v, -1, 1 << 30, &sp.cache_ram_mib))
                 return EXIT_USAGE;
+        } else if (!strcmp(o, "--embeddings") || !strcmp(o, "--embedding")) {
+            sp.embeddings = true;
+        } else if (!strcmp(o, "--reranking") || !strcmp(o, "--rerank")) {
+            sp.embeddings = true;
+            ma.cparams.pooling = KILN_POOLING_RANK;
+            rerank = true;
+        } else if (!strcmp(o, "--pooling")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (!kiln_pooling_from_name(v, &pooling))
+                return tool_usage_error(cmd, "unknown --pooling '%s' (none, mean, cls, last, rank)", v);
         } else if (!strcmp(o, "--jinja")) {
             sp.jinja = true;
         } else if (!strcmp(o, "--no-jinja")) {
@@ -173,11 +190,22 @@ int cmd_serve(int argc, char **argv) {
         }
     }
     if (!ma.model_path) return tool_usage_error(cmd, "-m MODEL is required");
+    if (pooling != KILN_POOLING_UNSPECIFIED && !sp.embeddings)
+        return tool_usage_error(cmd, "--pooling needs --embeddings");
+    if (rerank && pooling != KILN_POOLING_UNSPECIFIED && pooling != KILN_POOLING_RANK)
+        return tool_usage_error(cmd, "--reranking pools by rank, not '%s'", kiln_pooling_name(pooling));
+    if (sp.embeddings && !rerank) ma.cparams.pooling = pooling;
+    if (sp.embeddings) {
+        /* each request's inputs are packed into whole-sequence batches of up to 64 */
+        ma.cparams.embeddings = true;
+        ma.cparams.n_seq_max = 64;
+        ma.cparams.type_k = ma.cparams.type_v = KT_TYPE_F32;
+    }
     /* spare sequences past the slots hold the prefix cache (up to 16 prefixes) */
     int n_park = sp.cache_ram_mib != 0 && sp.prefix_share != KILN_PREFIX_SHARE_OFF
                      ? (64 - sp.n_parallel < 16 ? 64 - sp.n_parallel : 16)
                      : 0;
-    ma.cparams.n_seq_max = (uint32_t)(sp.n_parallel + n_park);
+    if (!sp.embeddings) ma.cparams.n_seq_max = (uint32_t)(sp.n_parallel + n_park);
 
     /* SIGINT/SIGTERM are taken by sigwait below: blocked here, before any thread
      * starts, so that every thread inherits the mask */
@@ -221,8 +249,12 @@ int cmd_serve(int argc, char **argv) {
     /* only now: a model that fails to load must not have been announced as served */
     fprintf(stderr, "kiln %s: listening on http://%s%s%s:%d\n", cmd, strchr(sp.host, ':') ? "[" : "", sp.host,
             strchr(sp.host, ':') ? "]" : "", kiln_server_port(srv));
-    fprintf(stderr, "kiln %s: model loaded: %d slot(s) of %u tokens\n", cmd, sp.n_parallel,
-            kiln_n_ctx(ma.ctx) / (uint32_t)sp.n_parallel);
+    if (sp.embeddings)
+        fprintf(stderr, "kiln %s: model loaded: %s pooling, batches of %u tokens and up to %u inputs\n", cmd,
+                kiln_pooling_name(kiln_context_pooling(ma.ctx)), kiln_n_ctx(ma.ctx), kiln_n_seq_max(ma.ctx));
+    else
+        fprintf(stderr, "kiln %s: model loaded: %d slot(s) of %u tokens\n", cmd, sp.n_parallel,
+                kiln_n_ctx(ma.ctx) / (uint32_t)sp.n_parallel);
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "kiln %s: %s: stopping\n", cmd, sig == SIGINT ? "SIGINT" : "SIGTERM");

@@ -19,11 +19,15 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: kiln synth --preset NAME -o OUT.gguf [options]\n\n"
                "  --preset NAME      tiny (2 layers, 64 embd), small (8 layers, 256 embd, GQA 4),\n"
-               "                     tinyllama-1.1b, llama-7b, gemma3-4b (gemma3 unless --arch says)\n"
+               "                     tinyllama-1.1b, llama-7b, gemma3-4b (gemma3 unless --arch says),\n"
+               "                     bge-small (bert unless --arch says: BGE-small's shape)\n"
                "  -o, --output FILE  the GGUF file to write\n"
-               "  --arch NAME        llama (default), qwen2, qwen3, phi3, gemma2, gemma3, gemma4: that\n"
+               "  --arch NAME        llama (default), qwen2, qwen3, phi3, gemma2, gemma3, gemma4, bert,\n"
+               "                     nomic-bert: that\n"
                "                     architecture's tensors and keys (Gemma: a sliding window of 16 tokens\n"
                "                     on tiny, 32 on small)\n"
+               "  --pooling P        the file's pooling type: none, mean, cls, last, rank (default: none;\n"
+               "                     bert: cls, nomic-bert: mean); rank writes bert's classifier head\n"
                "  --type TYPE        F32, F16 (default), BF16, Q8_0, Q4_0 (llama.cpp's mix for that type)\n"
                "  --vocab FILE       take the tokenizer from this GGUF file (default: a synthetic\n"
                "                     byte-fallback SentencePiece vocabulary)\n"
@@ -56,6 +60,10 @@ int cmd_synth(int argc, char **argv) {
                 kiln_arch_list(list, sizeof list);
                 return tool_usage_error(CMD, "unknown --arch '%s' (%s)", p.arch, list);
             }
+        } else if (!strcmp(a, "--pooling")) {
+            if (!(v = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
+            if (!kiln_pooling_from_name(v, &p.pooling))
+                return tool_usage_error(CMD, "unknown --pooling '%s' (none, mean, cls, last, rank)", v);
         } else if (!strcmp(a, "--vocab")) {
             if (!(p.vocab_path = tool_arg_path(CMD, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "--type")) {
@@ -81,6 +89,8 @@ int cmd_synth(int argc, char **argv) {
     bool known = false;
     for (const char *const *n = kiln_synth_presets(); *n; n++) known |= !strcmp(*n, p.preset);
     if (!known) return tool_usage_error(CMD, "unknown preset '%s'", p.preset);
+    if (p.pooling == KILN_POOLING_RANK && (!p.arch || strcmp(p.arch, "bert")))
+        return tool_usage_error(CMD, "--pooling rank needs --arch bert (its classifier head)");
     p.progress = tool_progress_fn;
     p.progress_data = &bar;
 

@@ -21,6 +21,7 @@ int cmd_synth(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_chat(int argc, char **argv);

@@ -28,4 +28,11 @@ bool kiln_gemma2_prepare(struct kiln_model *m, char *err, size_t errlen);
 bool kiln_gemma3_prepare(struct kiln_model *m, char *err, size_t errlen);
 bool kiln_gemma4_prepare(struct kiln_model *m, char *err, size_t errlen);
 
+/* ---- BERT (arch/bert.c) */
+struct kiln_bert_hp {
+    float norm_eps; /* attention.layer_norm_epsilon: every LayerNorm's */
+    bool causal;    /* attention.causal: refused when true (BERT attends over the whole sequence) */
+};
+bool kiln_bert_prepare(struct kiln_model *m, char *err, size_t errlen);
+
 #endif

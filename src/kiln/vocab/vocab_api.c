@@ -35,6 +35,7 @@ int32_t kiln_vocab_mask(const struct kiln_vocab *v) { return v ? v->mask : KILN_
 int32_t kiln_vocab_nl(const struct kiln_vocab *v) { return v ? v->nl : KILN_TOKEN_NULL; }
 bool kiln_vocab_add_bos(const struct kiln_vocab *v) { return v && v->add_bos; }
 bool kiln_vocab_add_eos(const struct kiln_vocab *v) { return v && v->add_eos; }
+bool kiln_vocab_add_sep(const struct kiln_vocab *v) { return v && v->add_sep; }
 
 bool kiln_vocab_is_eog(const struct kiln_vocab *v, int32_t id) {
     if (!valid(v, id)) return false;
