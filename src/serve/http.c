@@ -49,7 +49,9 @@ struct kiln_server_params kiln_server_default_params(void) {
                                        .cors_origins = "*",
                                        .jinja = true,
                                        .reasoning = true,
-                                       .reasoning_budget = -1};
+                                       .reasoning_budget = -1,
+                                       .sampling = kiln_sampling_default_params(),
+                                       .slots = true};
 }
 
 /* ------------------------------------------------------------------ routes */
@@ -531,6 +533,9 @@ bool kiln_server_attach(struct kiln_server *s, const struct kiln_model *model, s
     if (!srv_chat_load(s, err, errlen)) return false;
     const char *base = strrchr(model_path, '/');
     snprintf(s->model_id, sizeof s->model_id, "%s", base ? base + 1 : model_path);
+    cJSON *aliases = srv_name_list(s->p.alias);
+    if (cJSON_GetArraySize(aliases) > 0) snprintf(s->model_id, sizeof s->model_id, "%s", aliases->child->valuestring);
+    cJSON_Delete(aliases);
     s->model_path = strdup(model_path);
     if (!(s->grammars = srv_grammars_new(s->vocab, err, errlen))) return false;
     s->engine = srv_engine_new(model, ctx, &s->p, err, errlen);

@@ -7,6 +7,7 @@
 #include "serve_impl.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,8 +263,8 @@ static bool parse_logit_bias(struct kiln_server *s, const cJSON *body, struct ki
 bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, struct srv_task *t, char *err,
                    size_t errlen) {
     t->api = api;
-    struct kiln_sampling_params sp = kiln_sampling_default_params();
-    int64_t n = 1, n_predict = s->p.n_predict, seed = -1, top_k = sp.top_k, last_n = sp.penalty_last_n, logprobs = 0;
+    struct kiln_sampling_params sp = s->p.sampling; /* the server's defaults (--temp, --seed, ...) */
+    int64_t n = 1, n_predict = s->p.n_predict, seed = INT64_MIN, top_k = sp.top_k, last_n = sp.penalty_last_n, logprobs = 0;
     const int32_t n_ctx = s->n_ctx_slot;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(body, "model");
     if (model && ((!cJSON_IsString(model) && !cJSON_IsNull(model)) ||
@@ -296,7 +297,7 @@ bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, s
         return false;
     sp.top_k = (int32_t)top_k;
     sp.penalty_last_n = (int32_t)(last_n < 0 ? n_ctx : last_n);
-    sp.seed = seed < 0 ? KILN_SEED_RANDOM : (uint32_t)(seed & 0xFFFFFFFF);
+    if (seed != INT64_MIN) sp.seed = seed < 0 ? KILN_SEED_RANDOM : (uint32_t)(seed & 0xFFFFFFFF);
     if (!get_bool(body, "stream", &t->stream, err, errlen) ||
         !get_bool(body, "cache_prompt", &t->cache_prompt, err, errlen))
         return false;

@@ -138,7 +138,7 @@ struct kiln_server {
     struct srv_engine *engine;
     enum kiln_chat_template tmpl;
     struct srv_chat_tmpl *chat; /* the Jinja templates (NULL: native families, s->tmpl) */
-    char model_id[256]; /* the file name, as /v1/models reports it */
+    char model_id[256]; /* the first --alias, else the file name, as /v1/models reports it */
     char *model_path;
     atomic_ullong next_id; /* response ids */
     atomic_int in_flight;  /* generation responses not yet sent completely */
@@ -185,6 +185,10 @@ enum MHD_Result srv_reply_error(struct srv_req *r, unsigned status, const char *
 char *srv_error_body(unsigned status, const char *msg);
 
 /* A row of the route table (http.c). */
+/* A comma-separated list (--alias, --tags) as a JSON array of strings: trimmed, without empty
+ * names, sorted and unique (routes.c). */
+cJSON *srv_name_list(const char *csv);
+
 struct srv_route {
     const char *method, *path;
     enum MHD_Result (*fn)(struct srv_req *r);

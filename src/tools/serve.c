@@ -18,6 +18,8 @@ int cmd_serve(int argc, char **argv) {
     model_args_init(&ma);
     struct kiln_server_params sp = kiln_server_default_params();
     char *template_text = NULL; /* --chat-template-file's text */
+    struct gen_args ga; /* --temp, --seed, ...: the sampling a request that sets none gets */
+    gen_args_init(&ga);
     for (int i = 1; i < argc; i++) {
         int r = model_args_parse(&ma, cmd, argc, argv, &i);
         if (r < 0) return EXIT_USAGE;
@@ -69,8 +71,15 @@ int cmd_serve(int argc, char **argv) {
                    "                          reasoning_content; none: it stays in the content\n"
                    "  --reasoning-budget N    tokens of thinking before '</think>' is written for the model\n"
                    "                          (-1: no limit, the default; 0: thinking off)\n"
-                   "GET /metrics answers in Prometheus' text format.\n",
-                   model_args_help());
+                   "  --alias A[,B...]        names of the model: the first in byte order is its id in\n"
+                   "                          /v1/models and answers, all are listed as its aliases\n"
+                   "  --tags T[,U...]         tags /v1/models lists for the model\n"
+                   "  --metrics               answer GET /metrics in Prometheus' text format (off: 501)\n"
+                   "  --slots / --no-slots    answer GET /slots (the default) or 501\n"
+                   "  -cb, --cont-batching    continuous batching (always on)\n"
+                   "  --offline, --no-ui      accepted: kiln never downloads and has no web UI\n"
+                   "Sampling defaults for requests that do not set them (llama-server's flags):\n%s",
+                   model_args_help(), gen_args_help());
             return EXIT_OK;
         } else if (!strcmp(o, "--host")) {
             if (!(sp.host = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
@@ -168,11 +177,37 @@ int cmd_serve(int argc, char **argv) {
             if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !tool_parse_int(cmd, o, v, 1024, 1 << 30, &mb))
                 return EXIT_USAGE;
             sp.max_body = (size_t)mb;
+        } else if (!strcmp(o, "--alias") || !strcmp(o, "-a") || !strcmp(o, "--tags")) {
+            const char **slot = !strcmp(o, "--tags") ? &sp.tags : &sp.alias;
+            if (!(*slot = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (!strpbrk(*slot, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"))
+                return tool_usage_error(cmd, "%s needs at least one name, not '%s'", o, *slot);
+        } else if (!strcmp(o, "--metrics")) {
+            sp.metrics = true;
+        } else if (!strcmp(o, "--slots") || !strcmp(o, "--no-slots")) {
+            sp.slots = !strcmp(o, "--slots");
+        } else if (!strcmp(o, "-cb") || !strcmp(o, "--cont-batching") || !strcmp(o, "--offline") ||
+                   !strcmp(o, "--no-ui")) {
+            /* what they ask for is what kiln does anyway */
+        } else if (!strcmp(o, "-nocb") || !strcmp(o, "--no-cont-batching")) {
+            return tool_usage_error(cmd, "%s: kiln serve always batches continuously", o);
+        } else if ((!strcmp(o, "-s") || !strcmp(o, "--seed")) && i + 1 < argc && !strcmp(argv[i + 1], "-1")) {
+            ga.sp.seed = KILN_SEED_RANDOM; /* llama-server's -1: a new draw per request */
+            i++;
         } else {
-            return tool_usage_error(cmd, "unknown option '%s'", o);
+            int g = gen_args_parse(&ga, cmd, argc, argv, &i);
+            if (g < 0) return EXIT_USAGE;
+            if (g == 0) return tool_usage_error(cmd, "unknown option '%s'", o);
         }
     }
     if (!ma.model_path) return tool_usage_error(cmd, "-m MODEL is required");
+    if (ga.grammar || ga.grammar_file || ga.schema || ga.schema_file)
+        return tool_usage_error(cmd, "a grammar or JSON Schema is given per request ('grammar', 'json_schema', "
+                                     "'response_format'), not to the server");
+    struct kiln_sampler *check = kiln_sampler_from_params(&ga.sp);
+    if (!check) return tool_usage_error(cmd, "%s", kiln_sampler_last_error());
+    kiln_sampler_free(check);
+    sp.sampling = ga.sp;
     /* spare sequences past the slots hold the prefix cache (up to 16 prefixes) */
     int n_park = sp.cache_ram_mib != 0 && sp.prefix_share != KILN_PREFIX_SHARE_OFF
                      ? (64 - sp.n_parallel < 16 ? 64 - sp.n_parallel : 16)
