@@ -23,6 +23,10 @@
 #define SOPT (1u << SRV_BODY_STREAM_OPTIONS)
 #define TCALL (1u << SRV_BODY_TOOL_CALL)
 #define FUNC (1u << SRV_BODY_FUNCTION)
+#define ANT (1u << SRV_BODY_MESSAGES)
+#define AMSG (1u << SRV_BODY_MESSAGES_MSG)
+#define BLOCK (1u << SRV_BODY_BLOCK)
+#define ATOOL (1u << SRV_BODY_MESSAGES_TOOL)
 
 struct field {
     const char *name;
@@ -59,6 +63,26 @@ static const struct field fields[] = {
     IMPL("name", MSG), IMPL("tool_calls", MSG), IMPL("tool_call_id", MSG), IMPL("function_call", MSG),
     IMPL("reasoning_content", MSG),
     IMPL("id", TCALL), IMPL("type", TCALL), IMPL("function", TCALL), IMPL("name", FUNC), IMPL("arguments", FUNC),
+
+    /* ---- Anthropic's Messages API: read by srv_anthropic_to_chat (anthropic.c) */
+    IMPL("model", ANT), IMPL("messages", ANT), IMPL("system", ANT), IMPL("max_tokens", ANT),
+    IMPL("stop_sequences", ANT), IMPL("stream", ANT), IMPL("temperature", ANT), IMPL("top_p", ANT),
+    IMPL("top_k", ANT), IMPL("tools", ANT), IMPL("tool_choice", ANT), IMPL("thinking", ANT),
+    IMPL("role", AMSG), IMPL("content", AMSG),
+    IMPL("type", BLOCK), IMPL("text", BLOCK), IMPL("id", BLOCK), IMPL("name", BLOCK), IMPL("input", BLOCK),
+    IMPL("tool_use_id", BLOCK), IMPL("content", BLOCK), IMPL("is_error", BLOCK), IMPL("thinking", BLOCK),
+    IMPL("signature", BLOCK), IMPL("data", BLOCK),
+    /* a caching breakpoint: kiln keeps every prompt's prefix anyway (the prefix cache) */
+    IMPL("cache_control", BLOCK | ATOOL | ANT),
+    IMPL("name", ATOOL), IMPL("description", ATOOL), IMPL("input_schema", ATOOL),
+    NOT("metadata", ANT, NULL, "request metadata (user ids)"),
+    NOT("service_tier", ANT, "\"auto\"", "service tiers"),
+    NOT("container", ANT, NULL, "containers"),
+    NOT("mcp_servers", ANT, "[]", "MCP servers"),
+    NOT("context_management", ANT, NULL, "context management"),
+    NOT("source", BLOCK, NULL, "image and document input"),
+    NOT("citations", BLOCK, NULL, "citations"),
+    NOT("type", ATOOL, "\"custom\"", "Anthropic's server tools"),
 
     /* ---- OpenAI's fields kiln does not implement */
     NOT("best_of", CMPL, "1", "server-side best-of-n sampling"),
@@ -147,7 +171,9 @@ static const char *const body_names[] = {
     [SRV_BODY_DETOKENIZE] = "/detokenize",           [SRV_BODY_TEMPLATE] = "/apply-template",
     [SRV_BODY_MESSAGE] = "a message",                [SRV_BODY_CONTENT_PART] = "a content part",
     [SRV_BODY_STREAM_OPTIONS] = "stream_options",    [SRV_BODY_TOOL_CALL] = "a tool call",
-    [SRV_BODY_FUNCTION] = "a function call",
+    [SRV_BODY_FUNCTION] = "a function call",         [SRV_BODY_MESSAGES] = "/v1/messages",
+    [SRV_BODY_MESSAGES_MSG] = "a message",           [SRV_BODY_BLOCK] = "a content block",
+    [SRV_BODY_MESSAGES_TOOL] = "a tool",
 };
 
 /* Edit distance of two short names, capped: how a misspelling finds its field. */

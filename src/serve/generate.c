@@ -42,13 +42,36 @@ struct stream {
     size_t len, off, cap;
     bool finished, failed;
     struct srv_chat_sent cs; /* a parsed chat: what was sent of each part */
+    struct srv_anthropic_stream an; /* /v1/messages: the blocks opened */
 };
 
 static bool out_append(struct stream *st, const char *s, size_t n) {
     return srv_bytes_append(&st->buf, &st->len, &st->cap, s, n);
 }
 
+/* "event: TYPE" and its data, for each of Anthropic's events */
+static bool out_named(struct stream *st, cJSON *events) {
+    bool ok = events != NULL;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, events) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(e, "type");
+        char *text = cJSON_PrintUnformatted(e);
+        ok = ok && text && out_append(st, "event: ", 7) && out_append(st, type->valuestring, strlen(type->valuestring)) &&
+             out_append(st, "\ndata: ", 7) && out_append(st, text, strlen(text)) && out_append(st, "\n\n", 2);
+        free(text);
+    }
+    cJSON_Delete(events);
+    return ok;
+}
+
 static bool out_event(struct stream *st, cJSON *json) {
+    struct srv_task *t = st->x->g.t[st->k];
+    if (t->wire == SRV_WIRE_ANTHROPIC) { /* the chat's chunk told as Anthropic's events */
+        cJSON *events = json ? cJSON_CreateArray() : NULL;
+        if (events) srv_anthropic_chunk(&st->an, st->s, t, json, events);
+        cJSON_Delete(json);
+        return out_named(st, events);
+    }
     char *text = json ? cJSON_PrintUnformatted(json) : NULL;
     cJSON_Delete(json);
     bool ok = text && out_append(st, "data: ", 6) && out_append(st, text, strlen(text)) && out_append(st, "\n\n", 2);
@@ -60,6 +83,15 @@ static bool out_event(struct stream *st, cJSON *json) {
 static bool stream_events(struct stream *st) {
     struct srv_group *g = &st->x->g;
     struct srv_task *t = g->t[st->k];
+    if (t->err_status && t->wire == SRV_WIRE_ANTHROPIC) {
+        cJSON *events = cJSON_CreateArray(), *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+        cJSON_AddStringToObject(o, "type", "error");
+        cJSON_AddStringToObject(e, "type", t->err_status >= 500 ? "api_error" : "invalid_request_error");
+        cJSON_AddStringToObject(e, "message", t->err);
+        cJSON_AddItemToArray(events, o);
+        st->finished = st->failed = true;
+        return out_named(st, events);
+    }
     if (t->err_status) {
         cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
         cJSON_AddStringToObject(e, "message", t->err);
@@ -119,7 +151,7 @@ static bool stream_events(struct stream *st) {
         return true;
     }
     st->finished = true;
-    if (t->api == SRV_API_LLAMA) return true;
+    if (t->api == SRV_API_LLAMA || t->wire == SRV_WIRE_ANTHROPIC) return true;
     if (t->include_usage) {
         cJSON *o = srv_format_chunk(st->s, t, to, to, tok1, tok1, false);
         cJSON_DeleteItemFromObjectCaseSensitive(o, "choices");
@@ -301,20 +333,31 @@ bool srv_build_group(struct kiln_server *s, const cJSON *body, enum srv_api api,
 
 /* ------------------------------------------------------------------ the routes */
 
-static enum MHD_Result generate(struct srv_req *r, enum srv_api api) {
+enum MHD_Result srv_generate(struct srv_req *r, const cJSON *body, enum srv_api api, enum srv_wire wire,
+                             int32_t think_budget) {
     struct kiln_server *s = r->srv;
     char err[512] = "";
-    cJSON *body = srv_parse_body(r, err, sizeof err);
-    if (!body) return srv_reply_error(r, 400, "%s", err);
     struct srv_group g = {.n = 0};
     unsigned status = 400;
     bool ok = srv_build_group(s, body, api, r->url, r->tenant, &g, &status, err, sizeof err);
-    cJSON_Delete(body);
     if (!ok) return srv_reply_error(r, status, "%s", err);
     unsigned long long id = atomic_fetch_add(&s->next_id, 1);
     const long long created = (long long)time(NULL);
     for (int i = 0; i < g.n; i++) {
-        snprintf(g.t[i]->id, sizeof g.t[i]->id, "%s-kiln-%llu", api == SRV_API_CHAT ? "chatcmpl" : "cmpl", id);
+        struct srv_task *t = g.t[i];
+        t->wire = wire;
+        if (think_budget >= -1 && t->chat.parse) {
+            t->chat.think_budget = think_budget;
+            if (think_budget >= 0 && !t->chat.n_think_end && t->chat.o.format != KILN_TOOLS_GPT_OSS) {
+                free(t->chat.think_end);
+                t->chat.think_end = NULL;
+                t->chat.n_think_end = srv_tokenize(s->vocab, "\n</think>\n\n", strlen("\n</think>\n\n"), false,
+                                                   &t->chat.think_end);
+                if (t->chat.n_think_end < 0) t->chat.n_think_end = 0;
+            }
+        }
+        snprintf(g.t[i]->id, sizeof g.t[i]->id, "%s-kiln-%llu",
+                 wire == SRV_WIRE_ANTHROPIC ? "msg" : api == SRV_API_CHAT ? "chatcmpl" : "cmpl", id);
         g.t[i]->created = created;
         if (s->p.request_timeout_s > 0) g.t[i]->deadline = g.t[i]->t_queued + s->p.request_timeout_s;
     }
@@ -335,6 +378,15 @@ static enum MHD_Result generate(struct srv_req *r, enum srv_api api) {
     x->in_flight = true;
     atomic_fetch_add(&s->in_flight, 1);
     return MHD_YES;
+}
+
+static enum MHD_Result generate(struct srv_req *r, enum srv_api api) {
+    char err[512] = "";
+    cJSON *body = srv_parse_body(r, err, sizeof err);
+    if (!body) return srv_reply_error(r, 400, "%s", err);
+    enum MHD_Result ret = srv_generate(r, body, api, SRV_WIRE_OPENAI, -2);
+    cJSON_Delete(body);
+    return ret;
 }
 
 enum MHD_Result srv_route_completions(struct srv_req *r) { return generate(r, SRV_API_COMPLETIONS); }

@@ -72,6 +72,8 @@ static const struct srv_route routes[] = {
     {"POST", "/v1/chat/completions", srv_route_chat, true, false, true},
     {"POST", "/chat/completions", srv_route_chat, true, false, true},
     {"POST", "/completion", srv_route_completion, true, false, true},
+    {"POST", "/v1/messages", srv_route_messages, true, false, true},
+    {"POST", "/v1/messages/count_tokens", srv_route_count_tokens, true, false, true},
 };
 
 /* ------------------------------------------------------------------ exchanges */

@@ -29,6 +29,12 @@ enum srv_api {
     SRV_API_LLAMA,       /* POST /completion (llama-server's fields) */
 };
 
+/* Whose API shape a chat task answers in (its body was converted to a chat before) */
+enum srv_wire {
+    SRV_WIRE_OPENAI,    /* as its srv_api says */
+    SRV_WIRE_ANTHROPIC, /* POST /v1/messages: a message of content blocks, named stream events */
+};
+
 /* One generated token as the client sees it: its piece is text[off, off + len). */
 struct srv_tok {
     int32_t id;
@@ -45,6 +51,7 @@ struct srv_tok {
 struct srv_task {
     /* ---- the request, fixed once submitted */
     enum srv_api api;
+    enum srv_wire wire;
     int32_t *prompt;
     int32_t n_prompt;
     int32_t n_predict; /* -1: until the slot's context is full */
@@ -300,6 +307,30 @@ enum MHD_Result srv_route_apply_template(struct srv_req *r);
 enum MHD_Result srv_route_completions(struct srv_req *r);
 enum MHD_Result srv_route_chat(struct srv_req *r);
 enum MHD_Result srv_route_completion(struct srv_req *r);
+/* A generation from a parsed body (generate.c): the routes above, and the APIs converted to a chat
+ * body (anthropic.c); think_budget >= -1 replaces the server's --reasoning-budget. */
+enum MHD_Result srv_generate(struct srv_req *r, const cJSON *body, enum srv_api api, enum srv_wire wire,
+                             int32_t think_budget);
+
+/* ---- Anthropic's Messages API (anthropic.c) */
+enum MHD_Result srv_route_messages(struct srv_req *r);
+enum MHD_Result srv_route_count_tokens(struct srv_req *r);
+/* A /v1/messages body as a chat body (count_tokens: !generating, only what the prompt needs);
+ * *think_budget from 'thinking' (-2: the server's); NULL with a message naming the field. */
+cJSON *srv_anthropic_to_chat(const cJSON *body, bool generating, int32_t *think_budget, char *err, size_t errlen);
+/* A finished chat task as Anthropic's message. */
+cJSON *srv_anthropic_final(struct kiln_server *s, struct srv_task *t);
+/* Streaming: each chat.completion.chunk the chat path makes becomes Anthropic's events (objects
+ * whose "type" names the event) appended to events; the chunk with a finish_reason ends the message. */
+enum srv_ant_kind { SRV_ANT_NONE, SRV_ANT_THINKING, SRV_ANT_TEXT, SRV_ANT_TOOL };
+struct srv_anthropic_stream {
+    bool started;
+    enum srv_ant_kind kind; /* the open block's */
+    int index, next;        /* the open block's index; the next block's */
+    int tool;               /* the open tool_use block's call index */
+};
+void srv_anthropic_chunk(struct srv_anthropic_stream *a, struct kiln_server *s, struct srv_task *t, const cJSON *chunk,
+                         cJSON *events);
 
 /* ---- request fields (fields.c): which fields each body accepts */
 enum srv_body {
@@ -314,6 +345,10 @@ enum srv_body {
     SRV_BODY_STREAM_OPTIONS, /* stream_options */
     SRV_BODY_TOOL_CALL,      /* messages[i].tool_calls[j] */
     SRV_BODY_FUNCTION,       /* messages[i].tool_calls[j].function, messages[i].function_call */
+    SRV_BODY_MESSAGES,       /* POST /v1/messages (Anthropic) and /v1/messages/count_tokens */
+    SRV_BODY_MESSAGES_MSG,   /* its messages[i] */
+    SRV_BODY_BLOCK,          /* its content blocks (and system's) */
+    SRV_BODY_MESSAGES_TOOL,  /* its tools[i] */
 };
 /* Every member of obj must be a field this body implements, or a field kiln does not
  * implement given the value that asks for nothing; false with a message naming the

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# test_serve_flags.sh - llama-server's flags that kiln serve takes with llama-server's meaning:
+# --temp/--seed/... as the sampling of requests that set none (the same seed, the same text; /props
+# tells them), --alias/--tags (/v1/models' id, aliases, tags), --metrics (off: 501), --no-slots (501);
+# and flags it cannot honour refused by name.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" serve-flags
+src=${KILN_SRC:-$(dirname "${BASH_SOURCE[0]}")/..}
+. "$src/tests/serve_lib.sh"
+command -v curl >/dev/null || { echo "SKIP: curl is not installed (scripts/deps.sh test)"; exit 77; }
+
+check "--no-cont-batching: refused by name" exit_is 2 "$kiln" serve -m "$model" --no-cont-batching
+check "  names it" err_has "--no-cont-batching"
+check "--grammar: per request, not per server" exit_is 2 "$kiln" serve -m "$model" --grammar 'root ::= "a"'
+check "  says so" err_has "per request"
+check "--temp -1: refused" exit_is 2 "$kiln" serve -m "$model" --temp -1
+check "--alias ',': no name" exit_is 2 "$kiln" serve -m "$model" --alias ,
+check "an unknown flag: refused by name" exit_is 2 "$kiln" serve -m "$model" --kv-unifed
+check "  names it" err_has "--kv-unifed"
+
+get() { curl -s -o "$tmp/body" -w '%{http_code}' "http://127.0.0.1:$port$1" "${@:2}"; }
+json() { python3 -c "import json,sys; d=json.load(open('$tmp/body')); sys.exit(0 if ($1) else 1)" || { cat "$tmp/body" >&2; return 1; }; }
+gen='{"prompt": "In the beginning", "n_predict": 12}'
+
+# srv_start passes --metrics; this one is started without it (as llama-server's default)
+"$kiln" serve -m "$model" --port 0 -np 2 -c 512 --seed 42 --temp 1.5 --top-k 0 --no-slots \
+  --alias "kjv,bible, scripture" --tags "small,test" -cb --offline --no-ui 2>"$tmp/a.log" &
+pid=$!
+for _ in $(seq 300); do grep -q "model loaded" "$tmp/a.log" && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+port=$(sed -n 's/.*listening on http:\/\/[^ ]*:\([0-9]*\)$/\1/p' "$tmp/a.log")
+if check "server with llama-server's flags starts" grep -q "model loaded" "$tmp/a.log"; then
+  check "/metrics without --metrics: 501" test "$(get /metrics)" = 501
+  check "  not_supported_error" json 'd["error"]["type"] == "not_supported_error"'
+  check "/slots with --no-slots: 501" test "$(get /slots)" = 501
+  check "/v1/models: id is the first alias in byte order" test "$(get /v1/models)" = 200
+  check "  aliases and tags, sorted" json 'd["data"][0]["id"] == "bible" and d["data"][0]["aliases"] == ["bible", "kjv", "scripture"] and d["data"][0]["tags"] == ["small", "test"]'
+  check "/props: the server's sampling defaults" test "$(get /props)" = 200
+  check "  seed 42, temperature 1.5, top_k 0" json 'd["default_generation_settings"]["params"]["seed"] == 42 and abs(d["default_generation_settings"]["params"]["temperature"] - 1.5) < 1e-6 and d["default_generation_settings"]["params"]["top_k"] == 0 and d["model_alias"] == "bible" and d["endpoint_metrics"] is False'
+  # temperature 1.5 without top-k: two requests without a seed draw the same text (the server's seed);
+  # one with its own seed draws another
+  get /completion -d "$gen" >/dev/null; cp "$tmp/body" "$tmp/one"
+  get /completion -d "$gen" >/dev/null; cp "$tmp/body" "$tmp/two"
+  get /completion -d '{"prompt": "In the beginning", "n_predict": 12, "seed": 7}' >/dev/null; cp "$tmp/body" "$tmp/other"
+  same() { python3 -c "import json,sys; a,b=(json.load(open(f))['content'] for f in sys.argv[1:3]); sys.exit(0 if (a == b) == (sys.argv[3] == 'same') else 1)" "$@"; }
+  check "--seed: requests without a seed draw the same text" same "$tmp/one" "$tmp/two" same
+  check "a request's seed overrides it" same "$tmp/one" "$tmp/other" differ
+  check "answers name the model by its id" json 'd["model"] == "bible"'
+  kill -TERM $pid; wait $pid
+  check "SIGTERM: exit 0" test $? -eq 0
+fi
+
+if check "server with --metrics starts" srv_start "$tmp/b.log" -c 512; then
+  check "/metrics with --metrics: 200" test "$(get /metrics)" = 200
+  check "/slots by default: 200" test "$(get /slots)" = 200
+  check "/v1/models without --alias: the file name, no aliases" test "$(get /v1/models)" = 200
+  check "  id, aliases, tags" json "d['data'][0]['id'] == '$(basename "$model")' and d['data'][0]['aliases'] == [] and d['data'][0]['tags'] == []"
+  check "SIGTERM: exit 0" srv_stop "$tmp/b.log"
+fi
+tu_finish test_serve_flags
