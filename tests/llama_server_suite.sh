@@ -60,8 +60,12 @@ if [ $kiln_only = 0 ] && [ $reuse = 0 ] && [ ! -x "$llama" ]; then
 fi
 
 mkdir -p "$out"
-work=$(mktemp -d /tmp/kiln-suite-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+top=$(mktemp -d /tmp/kiln-suite-XXXXXX)
+trap 'rm -rf "$top"' EXIT
+# the tests name the source's chat templates as ../../../models/templates/...
+work=$top/tools/server/tests
+mkdir -p "$work"
+ln -s "$peer_src/models" "$top/models"
 cp -r "$tests_src/." "$work/"
 cd "$work" || exit 1
 

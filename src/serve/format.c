@@ -67,6 +67,8 @@ cJSON *srv_format_usage(const struct srv_task *t) {
     cJSON_AddNumberToObject(u, "prompt_tokens", t->n_prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", t->n_gen);
     cJSON_AddNumberToObject(u, "total_tokens", t->n_prompt + t->n_gen);
+    /* the prompt tokens the cache already held (not computed again) */
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens", t->n_cached);
     return u;
 }
 
@@ -233,7 +235,6 @@ cJSON *srv_format_chunk(struct kiln_server *s, struct srv_task *t, size_t from, 
     cJSON_AddNumberToObject(choice, "index", t->index);
     if (chat) {
         cJSON *d = cJSON_AddObjectToObject(choice, "delta");
-        if (from == 0 && tok0 == 0 && !final) cJSON_AddStringToObject(d, "role", "assistant");
         if (to > from || !final) srv_add_text(d, "content", t->text ? t->text + from : "", to - from);
     } else {
         srv_add_text(choice, "text", t->text ? t->text + from : "", to - from);

@@ -26,7 +26,8 @@ static void unref_all(struct srv_group *g) {
 /* usage summed over a group's finished tasks */
 static cJSON *group_usage(const struct srv_group *g) {
     struct srv_task sum = {0};
-    for (int i = 0; i < g->n; i++) sum.n_prompt += g->t[i]->n_prompt, sum.n_gen += g->t[i]->n_gen;
+    for (int i = 0; i < g->n; i++)
+        sum.n_prompt += g->t[i]->n_prompt, sum.n_gen += g->t[i]->n_gen, sum.n_cached += g->t[i]->n_cached;
     return srv_format_usage(&sum);
 }
 
@@ -43,6 +44,7 @@ struct stream {
     bool finished, failed;
     struct srv_chat_sent cs; /* a parsed chat: what was sent of each part */
     struct srv_anthropic_stream an; /* /v1/messages: the blocks opened */
+    bool role_sent;                 /* a chat's first chunk, the role alone, went out */
 };
 
 static bool out_append(struct stream *st, const char *s, size_t n) {
@@ -66,6 +68,10 @@ static bool out_named(struct stream *st, cJSON *events) {
 
 static bool out_event(struct stream *st, cJSON *json) {
     struct srv_task *t = st->x->g.t[st->k];
+    if (t->api == SRV_API_CHAT && st->role_sent) { /* the role was said once, in the first chunk */
+        cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(json, "choices"), 0);
+        cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(choice, "delta"), "role");
+    }
     if (t->wire == SRV_WIRE_ANTHROPIC) { /* the chat's chunk told as Anthropic's events */
         cJSON *events = json ? cJSON_CreateArray() : NULL;
         if (events) srv_anthropic_chunk(&st->an, st->s, t, json, events);
@@ -101,6 +107,15 @@ static bool stream_events(struct stream *st) {
         return out_event(st, o) && (t->api == SRV_API_LLAMA || out_append(st, "data: [DONE]\n\n", 14));
     }
     size_t to = t->done ? t->len : t->safe;
+    if (t->api == SRV_API_CHAT && !st->role_sent) { /* as llama-server: the role alone, content null */
+        cJSON *first = srv_format_chunk(st->s, t, 0, 0, 0, 0, false);
+        cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(first, "choices"), 0), *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "role", "assistant");
+        cJSON_AddNullToObject(d, "content");
+        cJSON_ReplaceItemInObjectCaseSensitive(choice, "delta", d);
+        if (!out_event(st, first)) return false;
+        st->role_sent = true;
+    }
     if (t->api == SRV_API_CHAT && t->chat.parse) { /* parsed deltas: reasoning, content, tool calls */
         cJSON *ev = cJSON_CreateArray();
         if (!ev || !srv_chat_deltas(st->s, t, &st->cs, t->done, ev)) {
@@ -146,6 +161,7 @@ static bool stream_events(struct stream *st) {
     if (!out_event(st, last)) return false;
     if (st->k + 1 < g->n) { /* the next prompt's task (the caller holds this one's lock) */
         st->k++;
+        st->role_sent = false;
         st->sent = 0;
         st->tok_sent = 0;
         return true;
@@ -264,7 +280,7 @@ bool srv_group_reply(struct srv_exchange *x, struct srv_req *r) {
 /* Task i of a request: prompt i of the prompt field (the rendered messages for chat)
  * and the body's generation fields. */
 static struct srv_task *parse_task(struct kiln_server *s, const cJSON *body, const cJSON *prompt, enum srv_api api,
-                                   int i, char *err, size_t errlen) {
+                                   int i, int32_t *n_over, char *err, size_t errlen) {
     struct srv_task *t = srv_task_new();
     if (!t) {
         snprintf(err, errlen, "out of memory");
@@ -284,6 +300,7 @@ static struct srv_task *parse_task(struct kiln_server *s, const cJSON *body, con
             t->n_prompt = srv_tokenize_prompt(s, "the rendered messages", text, strlen(text),
                                               kiln_vocab_add_bos(s->vocab), &t->prompt, err, errlen);
             if (t->n_prompt < 0) {
+                if (t->n_prompt < -1) t->n_over = -2 - t->n_prompt;
                 t->n_prompt = 0;
                 ok = false;
             }
@@ -296,6 +313,7 @@ static struct srv_task *parse_task(struct kiln_server *s, const cJSON *body, con
     }
     if (!(ok && srv_parse_gen(s, body, api, t, err, errlen))) {
         if (!err[0]) snprintf(err, errlen, "out of memory");
+        if (t->n_over > 0 && n_over) *n_over = t->n_over;
         srv_task_unref(t);
         return NULL;
     }
@@ -303,8 +321,9 @@ static struct srv_task *parse_task(struct kiln_server *s, const cJSON *body, con
 }
 
 bool srv_build_group(struct kiln_server *s, const cJSON *body, enum srv_api api, const char *url, uint32_t tenant,
-                     struct srv_group *g, unsigned *status, char *err, size_t errlen) {
+                     struct srv_group *g, unsigned *status, int32_t *n_over, char *err, size_t errlen) {
     *status = 400;
+    if (n_over) *n_over = 0;
     g->n = 0;
     if (!srv_check_fields(body, (enum srv_body)api, url, err, errlen)) return false;
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(body, "prompt");
@@ -320,7 +339,7 @@ bool srv_build_group(struct kiln_server *s, const cJSON *body, enum srv_api api,
         return false;
     }
     for (int i = 0; i < want; i++) {
-        struct srv_task *t = parse_task(s, body, prompt, api, i, err, errlen);
+        struct srv_task *t = parse_task(s, body, prompt, api, i, n_over, err, errlen);
         if (!t) {
             unref_all(g);
             return false;
@@ -339,7 +358,9 @@ enum MHD_Result srv_generate(struct srv_req *r, const cJSON *body, enum srv_api 
     char err[512] = "";
     struct srv_group g = {.n = 0};
     unsigned status = 400;
-    bool ok = srv_build_group(s, body, api, r->url, r->tenant, &g, &status, err, sizeof err);
+    int32_t n_over = 0;
+    bool ok = srv_build_group(s, body, api, r->url, r->tenant, &g, &status, &n_over, err, sizeof err);
+    if (!ok && n_over > 0) return srv_reply_over_context(r, n_over, s->n_ctx_slot, err);
     if (!ok) return srv_reply_error(r, status, "%s", err);
     unsigned long long id = atomic_fetch_add(&s->next_id, 1);
     const long long created = (long long)time(NULL);

@@ -200,11 +200,17 @@ __attribute__((format(printf, 5, 6))) static enum MHD_Result send_error(struct k
 static enum MHD_Result send_preflight(struct kiln_server *s, struct MHD_Connection *c, const char *allow) {
     struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
     if (!resp) return MHD_NO;
+    (void)allow;
     add_cors(s, c, resp);
-    MHD_add_response_header(resp, "Access-Control-Allow-Methods", allow);
-    MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Content-Type, Authorization, X-Api-Key");
+    /* llama-server's preflight: 200, the methods of its whole API, credentials allowed (kiln takes
+     * keys as bearer tokens, never cookies); the headers are named, since a wildcard never covers
+     * Authorization in a browser */
+    MHD_add_response_header(resp, "Access-Control-Allow-Credentials", "true");
+    MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+    MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                            "Content-Type, Authorization, X-Api-Key, Anthropic-Version");
     MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
-    enum MHD_Result ret = MHD_queue_response(c, 204, resp);
+    enum MHD_Result ret = MHD_queue_response(c, 200, resp);
     MHD_destroy_response(resp);
     return ret;
 }
@@ -460,6 +466,7 @@ struct kiln_server *kiln_server_start(const struct kiln_server_params *p, char *
         return NULL;
     }
     s->p = *p;
+    snprintf(s->start_unix, sizeof s->start_unix, "%lld", (long long)time(NULL));
     atomic_init(&s->ready, false);
     atomic_init(&s->stopping, false);
     atomic_init(&s->in_flight, 0);

@@ -101,7 +101,7 @@ int32_t srv_tokenize_bounded(struct kiln_server *s, const char *field, const cha
                      "'%s' is %zu bytes: more than a context of %lld tokens holds (at most %lld bytes with this "
                      "vocabulary)",
                      field, len, (long long)n_ctx, (long long)most);
-            return -1;
+            return -2 - (int32_t)(n_ctx + 1); /* over the context: at least n_ctx + 1 tokens */
         }
         for (size_t probe = (size_t)n_ctx * 4; probe < len; probe *= 2) {
             size_t cut = probe;
@@ -113,7 +113,7 @@ int32_t srv_tokenize_bounded(struct kiln_server *s, const char *field, const cha
             if (n > n_ctx + 16) {
                 snprintf(err, errlen, "'%s' is longer than a context of %lld tokens: its first %zu bytes are %d tokens",
                          field, (long long)n_ctx, cut, n);
-                return -1;
+                return -2 - n;
             }
         }
     }
@@ -178,6 +178,7 @@ bool srv_parse_prompt(struct kiln_server *s, const cJSON *prompt, int i, struct 
     if (cJSON_IsString(prompt)) {
         int32_t n = srv_tokenize_prompt(s, field, prompt->valuestring, strlen(prompt->valuestring),
                                         kiln_vocab_add_bos(s->vocab), &t->prompt, err, errlen);
+        if (n < -1) t->n_over = -2 - n;
         if (n < 0) return false;
         t->n_prompt = n;
     } else if (is_id_array(prompt)) {
@@ -337,6 +338,7 @@ bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, s
     }
     /* limits against the slot's context: a prompt that does not fit is an error, not a truncation */
     if (t->n_prompt >= n_ctx) {
+        t->n_over = t->n_prompt;
         snprintf(err, errlen, "the prompt is %d tokens, the context of a slot holds %d (prompt + at least 1)",
                  t->n_prompt, n_ctx);
         return false;

@@ -124,7 +124,10 @@ enum MHD_Result srv_route_metrics(struct srv_req *r) {
     srv_engine_stats(r->srv->engine, &es);
     char *text = srv_metrics_render(r->srv->metrics, &es);
     if (!text) return srv_reply_error(r, 500, "out of memory");
-    return srv_reply_plain(r, 200, text); /* Prometheus text format */
+    enum MHD_Result ret = srv_reply_plain(r, 200, text); /* Prometheus text format */
+    r->reply.hdr = "Process-Start-Time-Unix"; /* as llama-server: a scraper sees a restart */
+    r->reply.hdr_val = r->srv->start_unix;
+    return ret;
 }
 
 enum MHD_Result srv_route_slots(struct srv_req *r) {

@@ -82,6 +82,7 @@ struct srv_task {
     int err_status;     /* != 0: failed with this HTTP status and err */
     char err[256];
     int32_t n_cached;    /* prompt tokens the slot's cache already held */
+    int32_t n_over;      /* refused: a prompt of (at least) this many tokens is over the slot's context */
     int slot;
     double t_queued, t_start, t_first, t_end;
     double deadline; /* srv_now() past which the engine stops it (504); 0: none */
@@ -146,6 +147,7 @@ struct kiln_server {
     enum kiln_chat_template tmpl;
     struct srv_chat_tmpl *chat; /* the Jinja templates (NULL: native families, s->tmpl) */
     char model_id[256]; /* the first --alias, else the file name, as /v1/models reports it */
+    char start_unix[24]; /* when the server started, Unix seconds (/metrics' Process-Start-Time-Unix) */
     char *model_path;
     atomic_ullong next_id; /* response ids */
     atomic_int in_flight;  /* generation responses not yet sent completely */
@@ -188,6 +190,9 @@ enum MHD_Result srv_reply_json(struct srv_req *r, unsigned status, cJSON *json);
 enum MHD_Result srv_reply_plain(struct srv_req *r, unsigned status, char *text);  /* takes malloc'd text */
 enum MHD_Result srv_reply_error(struct srv_req *r, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* 400 for a prompt over the slot's context, in llama-server's shape: type exceed_context_size_error
+ * with n_prompt_tokens (at least) and n_ctx (the slot's). */
+enum MHD_Result srv_reply_over_context(struct srv_req *r, int32_t n_prompt, int32_t n_ctx, const char *msg);
 /* The error body every 4xx/5xx carries: {"error": {"message", "type", "code"}} (malloc'd). */
 char *srv_error_body(unsigned status, const char *msg);
 
@@ -395,8 +400,9 @@ int32_t srv_tokenize(const struct kiln_vocab *v, const char *text, size_t len, b
 /* Parse a body, strictly: one JSON object, no duplicate key, no NUL or raw control
  * character in a string (json_strict.c); NULL with a message. */
 cJSON *srv_parse_json(const char *body, size_t len, char *err, size_t errlen);
-/* Tokenize a prompt of len bytes for a slot: refused (-1, message in err) without
- * tokenizing it whole when it cannot fit n_ctx_slot tokens; malloc'd ids, or -1. */
+/* Tokenize a prompt of len bytes for a slot: refused without tokenizing it whole when it cannot
+ * fit n_ctx_slot tokens (-2 - N, N the tokens it has at least; message in err); malloc'd ids, or
+ * -1 when it cannot be tokenized. */
 int32_t srv_tokenize_prompt(struct kiln_server *s, const char *field, const char *text, size_t len,
                             bool add_special, int32_t **ids, char *err, size_t errlen);
 /* The same against a context of n_ctx tokens (/tokenize: the whole context). */
@@ -405,7 +411,7 @@ int32_t srv_tokenize_bounded(struct kiln_server *s, const char *field, const cha
 /* One request's tasks from its body (prompts tokenized, fields checked), not yet submitted;
  * false with the status and message to answer. */
 bool srv_build_group(struct kiln_server *s, const cJSON *body, enum srv_api api, const char *url, uint32_t tenant,
-                     struct srv_group *g, unsigned *status, char *err, size_t errlen);
+                     struct srv_group *g, unsigned *status, int32_t *n_over, char *err, size_t errlen);
 /* Fill t's generation fields (samplers, stops, limits, logprobs, stream) from a request body. */
 bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, struct srv_task *t, char *err,
                    size_t errlen);
