@@ -2,7 +2,8 @@
 # test_serve_flags.sh - llama-server's flags that kiln serve takes with llama-server's meaning:
 # --temp/--seed/... as the sampling of requests that set none (the same seed, the same text; /props
 # tells them), --alias/--tags (/v1/models' id, aliases, tags), --metrics (off: 501), --no-slots (501);
-# and flags it cannot honour refused by name.
+# flags it cannot honour refused by name; and llama-server's shapes (context overflow, cached tokens,
+# a stream's first chunk, CORS preflight, /metrics' start time).
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" serve-flags
 src=${KILN_SRC:-$(dirname "${BASH_SOURCE[0]}")/..}
 . "$src/tests/serve_lib.sh"
@@ -53,6 +54,22 @@ if check "server with --metrics starts" srv_start "$tmp/b.log" -c 512; then
   check "/slots by default: 200" test "$(get /slots)" = 200
   check "/v1/models without --alias: the file name, no aliases" test "$(get /v1/models)" = 200
   check "  id, aliases, tags" json "d['data'][0]['id'] == '$(basename "$model")' and d['data'][0]['aliases'] == [] and d['data'][0]['tags'] == []"
+  # llama-server's shapes
+  check "/metrics: Process-Start-Time-Unix" sh -c "curl -s -D - -o /dev/null http://127.0.0.1:$port/metrics | grep -qi '^Process-Start-Time-Unix: [0-9]'"
+  long=$(python3 -c "print('In the beginning God created the heaven and the earth. ' * 60)")
+  check "a prompt over the slot's context: 400" test "$(get /v1/chat/completions -d "{\"messages\": [{\"role\": \"user\", \"content\": \"$long\"}]}")" = 400
+  check "  exceed_context_size_error, n_prompt_tokens, n_ctx" json 'd["error"]["type"] == "exceed_context_size_error" and d["error"]["n_prompt_tokens"] > 512 and d["error"]["n_ctx"] == 512'
+  chat='{"messages": [{"role": "user", "content": "Who made the heaven?"}], "max_tokens": 4}'
+  get /v1/chat/completions -d "$chat" >/dev/null
+  check "a repeated chat: cached_tokens" test "$(get /v1/chat/completions -d "$chat")" = 200
+  check "  usage.prompt_tokens_details.cached_tokens" json 'd["usage"]["prompt_tokens_details"]["cached_tokens"] > 0 and d["usage"]["prompt_tokens_details"]["cached_tokens"] < d["usage"]["prompt_tokens"]'
+  curl -sN "http://127.0.0.1:$port/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3, "stream": true}' >"$tmp/sse"
+  check "a chat stream opens with the role alone, content null" python3 -c "
+import json, sys
+ev = [json.loads(l[6:]) for l in open('$tmp/sse') if l.startswith('data: {')]
+d0 = ev[0]['choices'][0]['delta']
+sys.exit(0 if d0 == {'role': 'assistant', 'content': None} and all('role' not in e['choices'][0]['delta'] for e in ev[1:]) and any(e['choices'][0]['delta'].get('content') for e in ev[1:]) else 1)"
+  check "CORS preflight: 200, credentials, llama-server's methods" sh -c "curl -s -D - -o /dev/null -X OPTIONS -H 'Origin: http://a.example' -H 'Access-Control-Request-Method: POST' http://127.0.0.1:$port/completions | tr -d '\r' >'$tmp/pre' && grep -q '^HTTP/1.1 200' '$tmp/pre' && grep -q '^Access-Control-Allow-Credentials: true' '$tmp/pre' && grep -q '^Access-Control-Allow-Methods: GET, POST, DELETE, OPTIONS' '$tmp/pre' && grep -q '^Access-Control-Allow-Origin: http://a.example' '$tmp/pre'"
   check "SIGTERM: exit 0" srv_stop "$tmp/b.log"
 fi
 tu_finish test_serve_flags
