@@ -70,6 +70,17 @@ ev = [json.loads(l[6:]) for l in open('$tmp/sse') if l.startswith('data: {')]
 d0 = ev[0]['choices'][0]['delta']
 sys.exit(0 if d0 == {'role': 'assistant', 'content': None} and all('role' not in e['choices'][0]['delta'] for e in ev[1:]) and any(e['choices'][0]['delta'].get('content') for e in ev[1:]) else 1)"
   check "CORS preflight: 200, credentials, llama-server's methods" sh -c "curl -s -D - -o /dev/null -X OPTIONS -H 'Origin: http://a.example' -H 'Access-Control-Request-Method: POST' http://127.0.0.1:$port/completions | tr -d '\r' >'$tmp/pre' && grep -q '^HTTP/1.1 200' '$tmp/pre' && grep -q '^Access-Control-Allow-Credentials: true' '$tmp/pre' && grep -q '^Access-Control-Allow-Methods: GET, POST, DELETE, OPTIONS' '$tmp/pre' && grep -q '^Access-Control-Allow-Origin: http://a.example' '$tmp/pre'"
+  native='{"prompt": "In the beginning", "n_predict": 3, "ignore_eos": true, "return_tokens": true}'
+  check "POST /completions answers in /completion's native form" test "$(get /completions -d "$native")" = 200
+  check "  content, index, tokens, prompt, has_new_line, generation_settings" json 'isinstance(d["content"], str) and d["index"] == 0 and len(d["tokens"]) == 3 and all(isinstance(x, int) for x in d["tokens"]) and d["prompt"].endswith("In the beginning") and isinstance(d["has_new_line"], bool) and d["generation_settings"]["n_predict"] == 3 and d["generation_settings"]["ignore_eos"] is True and len(d["generation_settings"]["logit_bias"]) >= 1 and all(b["bias"] is None for b in d["generation_settings"]["logit_bias"])'
+  get /completion -d '{"prompt": "In the beginning", "n_predict": 2}' >/dev/null
+  check "without return_tokens: tokens empty, no bans" json 'd["tokens"] == [] and d["generation_settings"]["logit_bias"] == []'
+  curl -sN "http://127.0.0.1:$port/completion" -d '{"prompt": "In the beginning", "n_predict": 3, "stream": true}' >"$tmp/nsse"
+  check "a /completion stream: each chunk's token ids" python3 -c "
+import json, sys
+ev = [json.loads(l[6:]) for l in open('$tmp/nsse') if l.startswith('data: {')]
+part = [e for e in ev if not e['stop']]
+sys.exit(0 if len(part) == 3 and all(len(e['tokens']) == 1 for e in part) and ev[-1]['stop'] and 'generation_settings' in ev[-1] else 1)"
   check "SIGTERM: exit 0" srv_stop "$tmp/b.log"
 fi
 tu_finish test_serve_flags

@@ -68,7 +68,7 @@ static const struct srv_route routes[] = {
     {"POST", "/detokenize", srv_route_detokenize, true, false, true},
     {"POST", "/apply-template", srv_route_apply_template, true, false, true},
     {"POST", "/v1/completions", srv_route_completions, true, false, true},
-    {"POST", "/completions", srv_route_completions, true, false, true},
+    {"POST", "/completions", srv_route_completion, true, false, true}, /* llama-server: the native form */
     {"POST", "/v1/chat/completions", srv_route_chat, true, false, true},
     {"POST", "/chat/completions", srv_route_chat, true, false, true},
     {"POST", "/completion", srv_route_completion, true, false, true},

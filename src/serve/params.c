@@ -360,6 +360,14 @@ bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, s
         if (eogs[i] != KILN_TOKEN_NULL) bias[n_bias++] = (struct kiln_logit_bias){eogs[i], -INFINITY};
     sp.logit_bias = bias;
     sp.n_logit_bias = n_bias;
+    t->sp = sp; /* as /completion's generation_settings tell it */
+    t->sp.logit_bias = NULL;
+    if (n_bias && (t->bias = malloc(n_bias * sizeof *t->bias))) {
+        memcpy(t->bias, bias, n_bias * sizeof *t->bias);
+        t->n_bias = n_bias;
+    }
+    t->ignore_eos = ignore_eos;
+    if (!get_bool(body, "return_tokens", &t->return_tokens, err, errlen)) return false;
     t->smpl = kiln_sampler_from_params(&sp);
     if (!t->smpl) {
         snprintf(err, errlen, "sampling parameters: %s", kiln_sampler_last_error());

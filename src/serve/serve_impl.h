@@ -61,6 +61,10 @@ struct srv_task {
     int n_probs;        /* top alternatives per token */
     bool want_logprobs; /* a logprob per token */
     bool stream, cache_prompt, include_usage;
+    struct kiln_sampling_params sp; /* what smpl was made from (its logit_bias in bias) */
+    struct kiln_logit_bias *bias;   /* malloc'd: logit_bias and ignore_eos's bans */
+    size_t n_bias;
+    bool ignore_eos, return_tokens;  /* return_tokens: /completion's body lists the generated ids */
     int index; /* the choice it answers, for a list of prompts */
     bool special;            /* control tokens written into the text as their markup (the chat parser reads them) */
     struct srv_chat_out chat; /* chat: how the output is read back */
