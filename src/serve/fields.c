@@ -27,6 +27,10 @@
 #define AMSG (1u << SRV_BODY_MESSAGES_MSG)
 #define BLOCK (1u << SRV_BODY_BLOCK)
 #define ATOOL (1u << SRV_BODY_MESSAGES_TOOL)
+#define RESP (1u << SRV_BODY_RESPONSES)
+#define RITEM (1u << SRV_BODY_RESP_ITEM)
+#define RPART (1u << SRV_BODY_RESP_PART)
+#define RTOOL (1u << SRV_BODY_RESP_TOOL)
 
 struct field {
     const char *name;
@@ -83,6 +87,30 @@ static const struct field fields[] = {
     NOT("source", BLOCK, NULL, "image and document input"),
     NOT("citations", BLOCK, NULL, "citations"),
     NOT("type", ATOOL, "\"custom\"", "Anthropic's server tools"),
+
+    /* ---- OpenAI's Responses API: read by srv_responses_to_chat (responses.c) */
+    IMPL("model", RESP), IMPL("input", RESP), IMPL("instructions", RESP), IMPL("max_output_tokens", RESP),
+    IMPL("temperature", RESP), IMPL("top_p", RESP), IMPL("stream", RESP), IMPL("tools", RESP),
+    IMPL("tool_choice", RESP), IMPL("parallel_tool_calls", RESP),
+    IMPL("type", RITEM), IMPL("role", RITEM), IMPL("content", RITEM), IMPL("call_id", RITEM), IMPL("name", RITEM),
+    IMPL("arguments", RITEM), IMPL("output", RITEM), IMPL("id", RITEM), IMPL("status", RITEM),
+    IMPL("type", RPART), IMPL("text", RPART), IMPL("annotations", RPART),
+    IMPL("type", RTOOL), IMPL("name", RTOOL), IMPL("description", RTOOL), IMPL("parameters", RTOOL),
+    IMPL("strict", RTOOL),
+    NOT("previous_response_id", RESP, NULL, "stored responses (send the whole conversation as 'input')"),
+    NOT("store", RESP, "false", "stored responses"),
+    NOT("background", RESP, "false", "background responses"),
+    NOT("conversation", RESP, NULL, "conversations"),
+    NOT("include", RESP, "[]", "extra output data"),
+    NOT("metadata", RESP, NULL, "stored metadata"),
+    NOT("reasoning", RESP, NULL, "reasoning control"),
+    NOT("text", RESP, "{\"format\": {\"type\": \"text\"}}", "structured output here (use /v1/chat/completions)"),
+    NOT("truncation", RESP, "\"disabled\"", "truncation"),
+    NOT("user", RESP, NULL, "end-user ids"),
+    NOT("service_tier", RESP, "\"auto\"", "service tiers"),
+    NOT("max_tool_calls", RESP, NULL, "tool call limits"),
+    NOT("prompt", RESP, NULL, "stored prompts"),
+    NOT("top_logprobs", RESP, "0", "logprobs here"),
 
     /* ---- OpenAI's fields kiln does not implement */
     NOT("best_of", CMPL, "1", "server-side best-of-n sampling"),
@@ -174,7 +202,9 @@ static const char *const body_names[] = {
     [SRV_BODY_STREAM_OPTIONS] = "stream_options",    [SRV_BODY_TOOL_CALL] = "a tool call",
     [SRV_BODY_FUNCTION] = "a function call",         [SRV_BODY_MESSAGES] = "/v1/messages",
     [SRV_BODY_MESSAGES_MSG] = "a message",           [SRV_BODY_BLOCK] = "a content block",
-    [SRV_BODY_MESSAGES_TOOL] = "a tool",
+    [SRV_BODY_MESSAGES_TOOL] = "a tool",             [SRV_BODY_RESPONSES] = "/v1/responses",
+    [SRV_BODY_RESP_ITEM] = "an input item",          [SRV_BODY_RESP_PART] = "a content part",
+    [SRV_BODY_RESP_TOOL] = "a tool",
 };
 
 /* Edit distance of two short names, capped: how a misspelling finds its field. */

@@ -268,6 +268,7 @@ static cJSON *llama_body(struct kiln_server *s, const struct srv_task *t, size_t
 
 cJSON *srv_format_final(struct kiln_server *s, struct srv_task *t) {
     if (t->wire == SRV_WIRE_ANTHROPIC) return srv_anthropic_final(s, t);
+    if (t->wire == SRV_WIRE_RESPONSES) return srv_responses_final(s, t);
     if (t->api == SRV_API_LLAMA) return llama_body(s, t, 0, t->len, 0, t->n_toks, true);
     bool chat = t->api == SRV_API_CHAT;
     cJSON *o = openai_head(s, t, chat ? "chat.completion" : "text_completion");

@@ -45,6 +45,7 @@ struct stream {
     struct srv_chat_sent cs; /* a parsed chat: what was sent of each part */
     struct srv_anthropic_stream an; /* /v1/messages: the blocks opened */
     bool role_sent;                 /* a chat's first chunk, the role alone, went out */
+    struct srv_responses_stream rs; /* /v1/responses: the items opened */
 };
 
 static bool out_append(struct stream *st, const char *s, size_t n) {
@@ -72,9 +73,10 @@ static bool out_event(struct stream *st, cJSON *json) {
         cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(json, "choices"), 0);
         cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(choice, "delta"), "role");
     }
-    if (t->wire == SRV_WIRE_ANTHROPIC) { /* the chat's chunk told as Anthropic's events */
+    if (t->wire != SRV_WIRE_OPENAI) { /* the chat's chunk told as Anthropic's or the Responses API's events */
         cJSON *events = json ? cJSON_CreateArray() : NULL;
-        if (events) srv_anthropic_chunk(&st->an, st->s, t, json, events);
+        if (events && t->wire == SRV_WIRE_ANTHROPIC) srv_anthropic_chunk(&st->an, st->s, t, json, events);
+        else if (events) srv_responses_chunk(&st->rs, st->s, t, json, events);
         cJSON_Delete(json);
         return out_named(st, events);
     }
@@ -89,6 +91,17 @@ static bool out_event(struct stream *st, cJSON *json) {
 static bool stream_events(struct stream *st) {
     struct srv_group *g = &st->x->g;
     struct srv_task *t = g->t[st->k];
+    if (t->err_status && t->wire == SRV_WIRE_RESPONSES) {
+        cJSON *events = cJSON_CreateArray(), *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "type", "error");
+        cJSON_AddNumberToObject(o, "sequence_number", st->rs.seq++);
+        cJSON_AddStringToObject(o, "code", t->err_status >= 500 ? "server_error" : "invalid_request_error");
+        cJSON_AddStringToObject(o, "message", t->err);
+        cJSON_AddNullToObject(o, "param");
+        cJSON_AddItemToArray(events, o);
+        st->finished = st->failed = true;
+        return out_named(st, events);
+    }
     if (t->err_status && t->wire == SRV_WIRE_ANTHROPIC) {
         cJSON *events = cJSON_CreateArray(), *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
         cJSON_AddStringToObject(o, "type", "error");
@@ -167,7 +180,7 @@ static bool stream_events(struct stream *st) {
         return true;
     }
     st->finished = true;
-    if (t->api == SRV_API_LLAMA || t->wire == SRV_WIRE_ANTHROPIC) return true;
+    if (t->api == SRV_API_LLAMA || t->wire != SRV_WIRE_OPENAI) return true;
     if (t->include_usage) {
         cJSON *o = srv_format_chunk(st->s, t, to, to, tok1, tok1, false);
         cJSON_DeleteItemFromObjectCaseSensitive(o, "choices");
@@ -208,6 +221,7 @@ static void stream_free(void *cls) {
     struct stream *st = cls;
     srv_exchange_release_group(st->x); /* cancels what did not finish */
     srv_exchange_unref(st->x);
+    srv_responses_stream_free(&st->rs);
     free(st->buf);
     free(st);
 }
@@ -378,7 +392,11 @@ enum MHD_Result srv_generate(struct srv_req *r, const cJSON *body, enum srv_api 
             }
         }
         snprintf(g.t[i]->id, sizeof g.t[i]->id, "%s-kiln-%llu",
-                 wire == SRV_WIRE_ANTHROPIC ? "msg" : api == SRV_API_CHAT ? "chatcmpl" : "cmpl", id);
+                 wire == SRV_WIRE_ANTHROPIC   ? "msg"
+                 : wire == SRV_WIRE_RESPONSES ? "resp"
+                 : api == SRV_API_CHAT        ? "chatcmpl"
+                                              : "cmpl",
+                 id);
         g.t[i]->created = created;
         if (s->p.request_timeout_s > 0) g.t[i]->deadline = g.t[i]->t_queued + s->p.request_timeout_s;
     }

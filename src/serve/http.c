@@ -74,6 +74,8 @@ static const struct srv_route routes[] = {
     {"POST", "/completion", srv_route_completion, true, false, true},
     {"POST", "/v1/messages", srv_route_messages, true, false, true},
     {"POST", "/v1/messages/count_tokens", srv_route_count_tokens, true, false, true},
+    {"POST", "/v1/responses", srv_route_responses, true, false, true},
+    {"POST", "/responses", srv_route_responses, true, false, true},
 };
 
 /* ------------------------------------------------------------------ exchanges */

@@ -33,6 +33,7 @@ enum srv_api {
 enum srv_wire {
     SRV_WIRE_OPENAI,    /* as its srv_api says */
     SRV_WIRE_ANTHROPIC, /* POST /v1/messages: a message of content blocks, named stream events */
+    SRV_WIRE_RESPONSES, /* POST /v1/responses: a response of output items, named stream events */
 };
 
 /* One generated token as the client sees it: its piece is text[off, off + len). */
@@ -341,6 +342,25 @@ struct srv_anthropic_stream {
 void srv_anthropic_chunk(struct srv_anthropic_stream *a, struct kiln_server *s, struct srv_task *t, const cJSON *chunk,
                          cJSON *events);
 
+/* ---- OpenAI's Responses API (responses.c), the same way */
+enum MHD_Result srv_route_responses(struct srv_req *r);
+cJSON *srv_responses_to_chat(const cJSON *body, char *err, size_t errlen);
+cJSON *srv_responses_final(struct kiln_server *s, struct srv_task *t);
+enum srv_resp_kind { SRV_RESP_NONE, SRV_RESP_REASONING, SRV_RESP_TEXT, SRV_RESP_CALL };
+struct srv_responses_stream {
+    bool started;
+    int seq;                 /* sequence_number of the next event */
+    enum srv_resp_kind kind; /* the open item's */
+    int index, next, call;   /* its output_index; the next one's; its call index */
+    char call_id[96], name[128];
+    char *text; /* the open item's text so far (its .done events repeat it) */
+    size_t len, cap;
+    cJSON *done; /* the items closed, for the final response */
+};
+void srv_responses_chunk(struct srv_responses_stream *a, struct kiln_server *s, struct srv_task *t, const cJSON *chunk,
+                         cJSON *events);
+void srv_responses_stream_free(struct srv_responses_stream *a);
+
 /* ---- request fields (fields.c): which fields each body accepts */
 enum srv_body {
     SRV_BODY_COMPLETIONS, /* matches enum srv_api */
@@ -358,6 +378,10 @@ enum srv_body {
     SRV_BODY_MESSAGES_MSG,   /* its messages[i] */
     SRV_BODY_BLOCK,          /* its content blocks (and system's) */
     SRV_BODY_MESSAGES_TOOL,  /* its tools[i] */
+    SRV_BODY_RESPONSES,      /* POST /v1/responses (OpenAI) */
+    SRV_BODY_RESP_ITEM,      /* its input[i] */
+    SRV_BODY_RESP_PART,      /* an input item's content parts */
+    SRV_BODY_RESP_TOOL,      /* its tools[i] */
 };
 /* Every member of obj must be a field this body implements, or a field kiln does not
  * implement given the value that asks for nothing; false with a message naming the
