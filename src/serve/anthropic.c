@@ -200,7 +200,8 @@ static bool copy_field(const cJSON *from, const char *name, cJSON *to, const cha
     return v != NULL;
 }
 
-cJSON *srv_anthropic_to_chat(const cJSON *body, bool generating, int32_t *think_budget, char *err, size_t errlen) {
+cJSON *srv_anthropic_to_chat(const cJSON *body, bool generating, bool jinja, int32_t *think_budget, char *err,
+                             size_t errlen) {
     *think_budget = -2; /* the server's */
     if (!srv_check_fields(body, SRV_BODY_MESSAGES, NULL, err, errlen)) return NULL;
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(body, "messages");
@@ -289,8 +290,9 @@ cJSON *srv_anthropic_to_chat(const cJSON *body, bool generating, int32_t *think_
                                   "\"disabled\"}");
             goto fail;
         }
-        cJSON *kw = cJSON_AddObjectToObject(chat, "chat_template_kwargs");
-        cJSON_AddBoolToObject(kw, "enable_thinking", !strcmp(ty, "enabled"));
+        /* a Jinja template is told; kiln's native families have no thinking block to open or close */
+        if (jinja) cJSON_AddBoolToObject(cJSON_AddObjectToObject(chat, "chat_template_kwargs"), "enable_thinking",
+                                         !strcmp(ty, "enabled"));
         if (!strcmp(ty, "disabled")) *think_budget = 0;
         else if (budget) *think_budget = (int32_t)budget->valuedouble;
     }
@@ -485,7 +487,7 @@ enum MHD_Result srv_route_messages(struct srv_req *r) {
     cJSON *body = srv_parse_body(r, err, sizeof err);
     if (!body) return srv_reply_error(r, 400, "%s", err);
     int32_t budget;
-    cJSON *chat = srv_anthropic_to_chat(body, true, &budget, err, sizeof err);
+    cJSON *chat = srv_anthropic_to_chat(body, true, r->srv->chat != NULL, &budget, err, sizeof err);
     cJSON_Delete(body);
     if (!chat) return srv_reply_error(r, 400, "%s", err);
     enum MHD_Result ret = srv_generate(r, chat, SRV_API_CHAT, SRV_WIRE_ANTHROPIC, budget);
@@ -498,7 +500,7 @@ enum MHD_Result srv_route_count_tokens(struct srv_req *r) {
     cJSON *body = srv_parse_body(r, err, sizeof err);
     if (!body) return srv_reply_error(r, 400, "%s", err);
     int32_t budget;
-    cJSON *chat = srv_anthropic_to_chat(body, false, &budget, err, sizeof err);
+    cJSON *chat = srv_anthropic_to_chat(body, false, r->srv->chat != NULL, &budget, err, sizeof err);
     cJSON_Delete(body);
     if (!chat) return srv_reply_error(r, 400, "%s", err);
     int status = 400;

@@ -325,9 +325,11 @@ enum MHD_Result srv_generate(struct srv_req *r, const cJSON *body, enum srv_api 
 /* ---- Anthropic's Messages API (anthropic.c) */
 enum MHD_Result srv_route_messages(struct srv_req *r);
 enum MHD_Result srv_route_count_tokens(struct srv_req *r);
-/* A /v1/messages body as a chat body (count_tokens: !generating, only what the prompt needs);
+/* A /v1/messages body as a chat body (count_tokens: !generating, only what the prompt needs; jinja:
+ * the server renders with a Jinja template, which 'thinking' is passed to as enable_thinking);
  * *think_budget from 'thinking' (-2: the server's); NULL with a message naming the field. */
-cJSON *srv_anthropic_to_chat(const cJSON *body, bool generating, int32_t *think_budget, char *err, size_t errlen);
+cJSON *srv_anthropic_to_chat(const cJSON *body, bool generating, bool jinja, int32_t *think_budget, char *err,
+                             size_t errlen);
 /* A finished chat task as Anthropic's message. */
 cJSON *srv_anthropic_final(struct kiln_server *s, struct srv_task *t);
 /* Streaming: each chat.completion.chunk the chat path makes becomes Anthropic's events (objects
