@@ -4,7 +4,8 @@
 #
 #   scripts/deps.sh build   what `cmake --build` needs (the default)
 #   scripts/deps.sh test    build + what the test suite needs
-#   scripts/deps.sh --list [build|test]   print the package names and exit
+#   scripts/deps.sh suite   test + what llama.cpp's server test suite needs (tests/llama_server_suite.sh)
+#   scripts/deps.sh --list [build|test|suite]   print the package names and exit
 #
 # Missing packages are installed with apt-get as root, or through sudo when it
 # works without a password; otherwise the script names the packages and the
@@ -17,19 +18,23 @@ build_pkgs=(cmake gcc make pkg-config libpcre2-dev libmicrohttpd-dev libcjson-de
 # nginx: the load-balancer test; curl: the server tests; python3-jinja2: the second chat-template
 # oracle (test_jinja_conformance, for what @huggingface/jinja cannot render).
 test_pkgs=(clang python3 python3-jinja2 nodejs npm nginx curl git)
+# llama.cpp's own server tests (pytest) and the Python packages they import
+suite_pkgs=(python3-pytest python3-requests python3-numpy python3-prometheus-client python3-wget python3-aiohttp
+  python3-filelock)
 
 list=0
 what=build
 for a in "$@"; do
   case "$a" in
     --list) list=1 ;;
-    build | test) what=$a ;;
-    -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
-    *) echo "deps.sh: unknown argument '$a' (build, test, --list)" >&2; exit 2 ;;
+    build | test | suite) what=$a ;;
+    -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "deps.sh: unknown argument '$a' (build, test, suite, --list)" >&2; exit 2 ;;
   esac
 done
 pkgs=("${build_pkgs[@]}")
-[ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
+[ "$what" = build ] || pkgs+=("${test_pkgs[@]}")
+[ "$what" = suite ] && pkgs+=("${suite_pkgs[@]}")
 if [ $list = 1 ]; then
   echo "${pkgs[*]}"
   exit 0
@@ -47,7 +52,7 @@ done
 # npm packages the tests use as oracles and clients (tests/node/package.json, exact
 # versions) go into tests/node/node_modules, where the tests look for them.
 npm_deps() {
-  [ "$what" = test ] || return 0
+  [ "$what" = build ] && return 0
   local dir
   dir="$(cd "$(dirname "$0")/.." && pwd)/tests/node"
   [ -f "$dir/node_modules/.kiln-installed" ] && [ "$dir/node_modules/.kiln-installed" -nt "$dir/package.json" ] && return 0

@@ -425,8 +425,8 @@ for method, path, body, want, word in bad:
         check("405 names Allow", "Allow" in h, h)
 check("at least 30 malformed requests", len(bad) >= 30)
 st, h, _, raw = req("OPTIONS", "/v1/chat/completions", headers={"Origin": "http://x", "Access-Control-Request-Method": "POST"})
-check("CORS preflight (the origin echoed, as llama-server)", st == 204 and h.get("Access-Control-Allow-Methods") ==
-      "POST" and h.get("Access-Control-Allow-Origin") == "http://x" and
+check("CORS preflight (the origin echoed, as llama-server)", st == 200 and h.get("Access-Control-Allow-Methods") ==
+      "GET, POST, DELETE, OPTIONS" and h.get("Access-Control-Allow-Credentials") == "true" and h.get("Access-Control-Allow-Origin") == "http://x" and
       "Authorization" in h.get("Access-Control-Allow-Headers", ""), (st, h))
 st, h, _, _ = req("GET", "/health")
 check("responses allow any origin", h.get("Access-Control-Allow-Origin") == "*", h)

@@ -35,7 +35,7 @@ IMPLEMENTED = {
     "cmpl": dict(GEN, prompt="And God said", logprobs=2, response_format=RF, **GRAMMAR),
     "chat": dict(GEN, messages=MSGS, logprobs=True, top_logprobs=2, tool_choice="auto", parallel_tool_calls=True,
                  add_generation_prompt=True, reasoning_format="none", response_format=RF, **GRAMMAR),
-    "llama": dict(GEN, prompt="And God said", content="And God said", n_probs=2, **GRAMMAR),
+    "llama": dict(GEN, prompt="And God said", content="And God said", n_probs=2, return_tokens=True, **GRAMMAR),
     "tok": {"content": "x", "add_special": True, "with_pieces": True},
     "detok": {"tokens": [1, 2]},
     "tmpl": {"messages": MSGS, "tool_choice": "auto", "parallel_tool_calls": False, "add_generation_prompt": False},

@@ -12,7 +12,7 @@ limit=60; [ -n "${KILN_SANITIZED:-}" ] && limit=300
 srv_start() {
   local log=$1; shift
   : >"$log"
-  "$kiln" serve -m "$model" --port 0 "$@" 2>"$log" &
+  "$kiln" serve -m "$model" --port 0 --metrics "$@" 2>"$log" &
   pid=$! port=
   for _ in $(seq 600); do
     port=$(sed -n 's/.*listening on http:\/\/[^ ]*:\([0-9]*\)$/\1/p' "$log")

@@ -25,6 +25,14 @@
 #define FUNC (1u << SRV_BODY_FUNCTION)
 #define EMBD (1u << SRV_BODY_EMBEDDINGS)
 #define RANK (1u << SRV_BODY_RERANK)
+#define ANT (1u << SRV_BODY_MESSAGES)
+#define AMSG (1u << SRV_BODY_MESSAGES_MSG)
+#define BLOCK (1u << SRV_BODY_BLOCK)
+#define ATOOL (1u << SRV_BODY_MESSAGES_TOOL)
+#define RESP (1u << SRV_BODY_RESPONSES)
+#define RITEM (1u << SRV_BODY_RESP_ITEM)
+#define RPART (1u << SRV_BODY_RESP_PART)
+#define RTOOL (1u << SRV_BODY_RESP_TOOL)
 
 struct field {
     const char *name;
@@ -66,6 +74,50 @@ static const struct field fields[] = {
     IMPL("reasoning_content", MSG),
     IMPL("id", TCALL), IMPL("type", TCALL), IMPL("function", TCALL), IMPL("name", FUNC), IMPL("arguments", FUNC),
 
+    /* ---- Anthropic's Messages API: read by srv_anthropic_to_chat (anthropic.c) */
+    IMPL("model", ANT), IMPL("messages", ANT), IMPL("system", ANT), IMPL("max_tokens", ANT),
+    IMPL("stop_sequences", ANT), IMPL("stream", ANT), IMPL("temperature", ANT), IMPL("top_p", ANT),
+    IMPL("top_k", ANT), IMPL("tools", ANT), IMPL("tool_choice", ANT), IMPL("thinking", ANT),
+    IMPL("role", AMSG), IMPL("content", AMSG),
+    IMPL("type", BLOCK), IMPL("text", BLOCK), IMPL("id", BLOCK), IMPL("name", BLOCK), IMPL("input", BLOCK),
+    IMPL("tool_use_id", BLOCK), IMPL("content", BLOCK), IMPL("is_error", BLOCK), IMPL("thinking", BLOCK),
+    IMPL("signature", BLOCK), IMPL("data", BLOCK),
+    /* a caching breakpoint: kiln keeps every prompt's prefix anyway (the prefix cache) */
+    IMPL("cache_control", BLOCK | ATOOL | ANT),
+    IMPL("name", ATOOL), IMPL("description", ATOOL), IMPL("input_schema", ATOOL),
+    NOT("metadata", ANT, NULL, "request metadata (user ids)"),
+    NOT("service_tier", ANT, "\"auto\"", "service tiers"),
+    NOT("container", ANT, NULL, "containers"),
+    NOT("mcp_servers", ANT, "[]", "MCP servers"),
+    NOT("context_management", ANT, NULL, "context management"),
+    NOT("source", BLOCK, NULL, "image and document input"),
+    NOT("citations", BLOCK, NULL, "citations"),
+    NOT("type", ATOOL, "\"custom\"", "Anthropic's server tools"),
+
+    /* ---- OpenAI's Responses API: read by srv_responses_to_chat (responses.c) */
+    IMPL("model", RESP), IMPL("input", RESP), IMPL("instructions", RESP), IMPL("max_output_tokens", RESP),
+    IMPL("temperature", RESP), IMPL("top_p", RESP), IMPL("stream", RESP), IMPL("tools", RESP),
+    IMPL("tool_choice", RESP), IMPL("parallel_tool_calls", RESP),
+    IMPL("type", RITEM), IMPL("role", RITEM), IMPL("content", RITEM), IMPL("call_id", RITEM), IMPL("name", RITEM),
+    IMPL("arguments", RITEM), IMPL("output", RITEM), IMPL("id", RITEM), IMPL("status", RITEM),
+    IMPL("type", RPART), IMPL("text", RPART), IMPL("annotations", RPART),
+    IMPL("type", RTOOL), IMPL("name", RTOOL), IMPL("description", RTOOL), IMPL("parameters", RTOOL),
+    IMPL("strict", RTOOL),
+    NOT("previous_response_id", RESP, NULL, "stored responses (send the whole conversation as 'input')"),
+    NOT("store", RESP, "false", "stored responses"),
+    NOT("background", RESP, "false", "background responses"),
+    NOT("conversation", RESP, NULL, "conversations"),
+    NOT("include", RESP, "[]", "extra output data"),
+    NOT("metadata", RESP, NULL, "stored metadata"),
+    NOT("reasoning", RESP, NULL, "reasoning control"),
+    NOT("text", RESP, "{\"format\": {\"type\": \"text\"}}", "structured output here (use /v1/chat/completions)"),
+    NOT("truncation", RESP, "\"disabled\"", "truncation"),
+    NOT("user", RESP, NULL, "end-user ids"),
+    NOT("service_tier", RESP, "\"auto\"", "service tiers"),
+    NOT("max_tool_calls", RESP, NULL, "tool call limits"),
+    NOT("prompt", RESP, NULL, "stored prompts"),
+    NOT("top_logprobs", RESP, "0", "logprobs here"),
+
     /* ---- OpenAI's fields kiln does not implement */
     NOT("best_of", CMPL, "1", "server-side best-of-n sampling"),
     NOT("echo", CMPL | LLAMA, "false", "echoing the prompt in the answer"),
@@ -106,7 +158,8 @@ static const struct field fields[] = {
     NOT("reasoning_budget_end_tags", GEN, NULL, "reasoning budgets"),
     NOT("verbose", GEN, "false", "the __verbose field"),
     NOT("timings_per_token", GEN, "false", "timings in every streamed event"),
-    NOT("return_tokens", GEN, "false", "generated token ids in the answer"),
+    IMPL("return_tokens", LLAMA),
+    NOT("return_tokens", CMPL | CHAT, "false", "generated token ids in the answer (/completion has them)"),
     NOT("return_progress", GEN, "false", "prompt progress events"),
     NOT("sse_ping_interval", GEN, "-1", "SSE pings"),
     NOT("n_indent", GEN, "0", "indentation limits"),
@@ -158,6 +211,11 @@ static const char *const body_names[] = {
     [SRV_BODY_STREAM_OPTIONS] = "stream_options",    [SRV_BODY_TOOL_CALL] = "a tool call",
     [SRV_BODY_FUNCTION] = "a function call",        [SRV_BODY_EMBEDDINGS] = "/v1/embeddings",
     [SRV_BODY_RERANK] = "/v1/rerank",
+    [SRV_BODY_FUNCTION] = "a function call",         [SRV_BODY_MESSAGES] = "/v1/messages",
+    [SRV_BODY_MESSAGES_MSG] = "a message",           [SRV_BODY_BLOCK] = "a content block",
+    [SRV_BODY_MESSAGES_TOOL] = "a tool",             [SRV_BODY_RESPONSES] = "/v1/responses",
+    [SRV_BODY_RESP_ITEM] = "an input item",          [SRV_BODY_RESP_PART] = "a content part",
+    [SRV_BODY_RESP_TOOL] = "a tool",
 };
 
 /* Edit distance of two short names, capped: how a misspelling finds its field. */

@@ -6,6 +6,7 @@
  */
 #include "serve_impl.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +68,8 @@ cJSON *srv_format_usage(const struct srv_task *t) {
     cJSON_AddNumberToObject(u, "prompt_tokens", t->n_prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", t->n_gen);
     cJSON_AddNumberToObject(u, "total_tokens", t->n_prompt + t->n_gen);
+    /* the prompt tokens the cache already held (not computed again) */
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens", t->n_cached);
     return u;
 }
 
@@ -183,10 +186,65 @@ static cJSON *openai_head(struct kiln_server *s, const struct srv_task *t, const
     return o;
 }
 
+/* the prompt's tokens as text, control tokens as their markup (malloc'd, NULL when it cannot) */
+static char *detokenize_prompt(struct kiln_server *s, const struct srv_task *t) {
+    int64_t n = kiln_detokenize(s->vocab, t->prompt, t->n_prompt, NULL, 0, false, true);
+    if (n == KILN_ERR_INVALID) return NULL;
+    size_t size = (size_t)(n < 0 ? -n : n) + 1;
+    char *text = malloc(size);
+    if (text && (n = kiln_detokenize(s->vocab, t->prompt, t->n_prompt, text, size, false, true)) >= 0) {
+        text[n] = 0;
+        return text;
+    }
+    free(text);
+    return NULL;
+}
+
+/* llama-server's generation_settings: what the request's sampling was (null: a setting kiln does not
+ * have, left off) */
+static cJSON *generation_settings(struct kiln_server *s, const struct srv_task *t) {
+    cJSON *g = cJSON_CreateObject();
+    const struct kiln_sampling_params *p = &t->sp;
+    cJSON_AddNumberToObject(g, "n_predict", t->n_predict);
+    cJSON_AddNumberToObject(g, "seed", p->seed);
+    cJSON_AddNumberToObject(g, "temperature", p->temp);
+    cJSON_AddNumberToObject(g, "top_k", p->top_k);
+    cJSON_AddNumberToObject(g, "top_p", p->top_p);
+    cJSON_AddNumberToObject(g, "min_p", p->min_p);
+    cJSON_AddNumberToObject(g, "typical_p", p->typical_p);
+    cJSON_AddNumberToObject(g, "repeat_last_n", p->penalty_last_n);
+    cJSON_AddNumberToObject(g, "repeat_penalty", p->penalty_repeat);
+    cJSON_AddNumberToObject(g, "presence_penalty", p->penalty_present);
+    cJSON_AddNumberToObject(g, "frequency_penalty", p->penalty_freq);
+    cJSON_AddBoolToObject(g, "ignore_eos", t->ignore_eos);
+    cJSON_AddBoolToObject(g, "stream", t->stream);
+    cJSON_AddNumberToObject(g, "n_probs", t->n_probs);
+    cJSON *stop = cJSON_AddArrayToObject(g, "stop");
+    for (int i = 0; i < t->n_stop; i++) cJSON_AddItemToArray(stop, cJSON_CreateString(t->stop[i]));
+    cJSON *lb = cJSON_AddArrayToObject(g, "logit_bias");
+    for (size_t i = 0; i < t->n_bias; i++) { /* as llama-server: -inf (a ban) is null */
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "token", t->bias[i].token);
+        if (isinf(t->bias[i].bias)) cJSON_AddNullToObject(e, "bias");
+        else cJSON_AddNumberToObject(e, "bias", t->bias[i].bias);
+        cJSON_AddItemToArray(lb, e);
+    }
+    /* samplers llama-server has and kiln does not: not used */
+    cJSON_AddNullToObject(g, "adaptive_target");
+    cJSON_AddNullToObject(g, "adaptive_decay");
+    (void)s;
+    return g;
+}
+
 static cJSON *llama_body(struct kiln_server *s, const struct srv_task *t, size_t from, size_t to, int32_t tok0,
                          int32_t tok1, bool final) {
     cJSON *o = cJSON_CreateObject();
     srv_add_text(o, "content", t->text ? t->text + from : "", to - from);
+    cJSON_AddNumberToObject(o, "index", t->index);
+    /* the generated ids: each streamed chunk's; in a whole answer with return_tokens */
+    cJSON *ids = cJSON_AddArrayToObject(o, "tokens");
+    for (int32_t i = tok0; (!final || t->return_tokens) && i < tok1; i++)
+        cJSON_AddItemToArray(ids, cJSON_CreateNumber(t->toks[i].id));
     cJSON_AddNumberToObject(o, "id_slot", t->slot);
     cJSON_AddBoolToObject(o, "stop", final);
     cJSON_AddStringToObject(o, "model", s->model_id);
@@ -198,12 +256,19 @@ static cJSON *llama_body(struct kiln_server *s, const struct srv_task *t, size_t
         cJSON_AddStringToObject(o, "stop_type", stop_type(t));
         cJSON_AddStringToObject(o, "stopping_word", t->stop_word >= 0 ? t->stop[t->stop_word] : "");
         cJSON_AddBoolToObject(o, "truncated", false);
+        cJSON_AddBoolToObject(o, "has_new_line", t->text && memchr(t->text, '\n', t->len) != NULL);
+        cJSON_AddItemToObject(o, "generation_settings", generation_settings(s, t));
+        char *prompt = detokenize_prompt(s, t);
+        if (prompt) cJSON_AddStringToObject(o, "prompt", prompt);
+        free(prompt);
         cJSON_AddItemToObject(o, "timings", srv_format_timings(t));
     }
     return o;
 }
 
 cJSON *srv_format_final(struct kiln_server *s, struct srv_task *t) {
+    if (t->wire == SRV_WIRE_ANTHROPIC) return srv_anthropic_final(s, t);
+    if (t->wire == SRV_WIRE_RESPONSES) return srv_responses_final(s, t);
     if (t->api == SRV_API_LLAMA) return llama_body(s, t, 0, t->len, 0, t->n_toks, true);
     bool chat = t->api == SRV_API_CHAT;
     cJSON *o = openai_head(s, t, chat ? "chat.completion" : "text_completion");
@@ -232,7 +297,6 @@ cJSON *srv_format_chunk(struct kiln_server *s, struct srv_task *t, size_t from, 
     cJSON_AddNumberToObject(choice, "index", t->index);
     if (chat) {
         cJSON *d = cJSON_AddObjectToObject(choice, "delta");
-        if (from == 0 && tok0 == 0 && !final) cJSON_AddStringToObject(d, "role", "assistant");
         if (to > from || !final) srv_add_text(d, "content", t->text ? t->text + from : "", to - from);
     } else {
         srv_add_text(choice, "text", t->text ? t->text + from : "", to - from);

@@ -26,7 +26,8 @@ static void unref_all(struct srv_group *g) {
 /* usage summed over a group's finished tasks */
 static cJSON *group_usage(const struct srv_group *g) {
     struct srv_task sum = {0};
-    for (int i = 0; i < g->n; i++) sum.n_prompt += g->t[i]->n_prompt, sum.n_gen += g->t[i]->n_gen;
+    for (int i = 0; i < g->n; i++)
+        sum.n_prompt += g->t[i]->n_prompt, sum.n_gen += g->t[i]->n_gen, sum.n_cached += g->t[i]->n_cached;
     return srv_format_usage(&sum);
 }
 
@@ -42,13 +43,43 @@ struct stream {
     size_t len, off, cap;
     bool finished, failed;
     struct srv_chat_sent cs; /* a parsed chat: what was sent of each part */
+    struct srv_anthropic_stream an; /* /v1/messages: the blocks opened */
+    bool role_sent;                 /* a chat's first chunk, the role alone, went out */
+    struct srv_responses_stream rs; /* /v1/responses: the items opened */
 };
 
 static bool out_append(struct stream *st, const char *s, size_t n) {
     return srv_bytes_append(&st->buf, &st->len, &st->cap, s, n);
 }
 
+/* "event: TYPE" and its data, for each of Anthropic's events */
+static bool out_named(struct stream *st, cJSON *events) {
+    bool ok = events != NULL;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, events) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(e, "type");
+        char *text = cJSON_PrintUnformatted(e);
+        ok = ok && text && out_append(st, "event: ", 7) && out_append(st, type->valuestring, strlen(type->valuestring)) &&
+             out_append(st, "\ndata: ", 7) && out_append(st, text, strlen(text)) && out_append(st, "\n\n", 2);
+        free(text);
+    }
+    cJSON_Delete(events);
+    return ok;
+}
+
 static bool out_event(struct stream *st, cJSON *json) {
+    struct srv_task *t = st->x->g.t[st->k];
+    if (t->api == SRV_API_CHAT && st->role_sent) { /* the role was said once, in the first chunk */
+        cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(json, "choices"), 0);
+        cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(choice, "delta"), "role");
+    }
+    if (t->wire != SRV_WIRE_OPENAI) { /* the chat's chunk told as Anthropic's or the Responses API's events */
+        cJSON *events = json ? cJSON_CreateArray() : NULL;
+        if (events && t->wire == SRV_WIRE_ANTHROPIC) srv_anthropic_chunk(&st->an, st->s, t, json, events);
+        else if (events) srv_responses_chunk(&st->rs, st->s, t, json, events);
+        cJSON_Delete(json);
+        return out_named(st, events);
+    }
     char *text = json ? cJSON_PrintUnformatted(json) : NULL;
     cJSON_Delete(json);
     bool ok = text && out_append(st, "data: ", 6) && out_append(st, text, strlen(text)) && out_append(st, "\n\n", 2);
@@ -60,6 +91,26 @@ static bool out_event(struct stream *st, cJSON *json) {
 static bool stream_events(struct stream *st) {
     struct srv_group *g = &st->x->g;
     struct srv_task *t = g->t[st->k];
+    if (t->err_status && t->wire == SRV_WIRE_RESPONSES) {
+        cJSON *events = cJSON_CreateArray(), *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "type", "error");
+        cJSON_AddNumberToObject(o, "sequence_number", st->rs.seq++);
+        cJSON_AddStringToObject(o, "code", t->err_status >= 500 ? "server_error" : "invalid_request_error");
+        cJSON_AddStringToObject(o, "message", t->err);
+        cJSON_AddNullToObject(o, "param");
+        cJSON_AddItemToArray(events, o);
+        st->finished = st->failed = true;
+        return out_named(st, events);
+    }
+    if (t->err_status && t->wire == SRV_WIRE_ANTHROPIC) {
+        cJSON *events = cJSON_CreateArray(), *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+        cJSON_AddStringToObject(o, "type", "error");
+        cJSON_AddStringToObject(e, "type", t->err_status >= 500 ? "api_error" : "invalid_request_error");
+        cJSON_AddStringToObject(e, "message", t->err);
+        cJSON_AddItemToArray(events, o);
+        st->finished = st->failed = true;
+        return out_named(st, events);
+    }
     if (t->err_status) {
         cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
         cJSON_AddStringToObject(e, "message", t->err);
@@ -69,6 +120,15 @@ static bool stream_events(struct stream *st) {
         return out_event(st, o) && (t->api == SRV_API_LLAMA || out_append(st, "data: [DONE]\n\n", 14));
     }
     size_t to = t->done ? t->len : t->safe;
+    if (t->api == SRV_API_CHAT && !st->role_sent) { /* as llama-server: the role alone, content null */
+        cJSON *first = srv_format_chunk(st->s, t, 0, 0, 0, 0, false);
+        cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(first, "choices"), 0), *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "role", "assistant");
+        cJSON_AddNullToObject(d, "content");
+        cJSON_ReplaceItemInObjectCaseSensitive(choice, "delta", d);
+        if (!out_event(st, first)) return false;
+        st->role_sent = true;
+    }
     if (t->api == SRV_API_CHAT && t->chat.parse) { /* parsed deltas: reasoning, content, tool calls */
         cJSON *ev = cJSON_CreateArray();
         if (!ev || !srv_chat_deltas(st->s, t, &st->cs, t->done, ev)) {
@@ -114,12 +174,13 @@ static bool stream_events(struct stream *st) {
     if (!out_event(st, last)) return false;
     if (st->k + 1 < g->n) { /* the next prompt's task (the caller holds this one's lock) */
         st->k++;
+        st->role_sent = false;
         st->sent = 0;
         st->tok_sent = 0;
         return true;
     }
     st->finished = true;
-    if (t->api == SRV_API_LLAMA) return true;
+    if (t->api == SRV_API_LLAMA || t->wire != SRV_WIRE_OPENAI) return true;
     if (t->include_usage) {
         cJSON *o = srv_format_chunk(st->s, t, to, to, tok1, tok1, false);
         cJSON_DeleteItemFromObjectCaseSensitive(o, "choices");
@@ -160,6 +221,7 @@ static void stream_free(void *cls) {
     struct stream *st = cls;
     srv_exchange_release_group(st->x); /* cancels what did not finish */
     srv_exchange_unref(st->x);
+    srv_responses_stream_free(&st->rs);
     free(st->buf);
     free(st);
 }
@@ -232,7 +294,7 @@ bool srv_group_reply(struct srv_exchange *x, struct srv_req *r) {
 /* Task i of a request: prompt i of the prompt field (the rendered messages for chat)
  * and the body's generation fields. */
 static struct srv_task *parse_task(struct kiln_server *s, const cJSON *body, const cJSON *prompt, enum srv_api api,
-                                   int i, char *err, size_t errlen) {
+                                   int i, int32_t *n_over, char *err, size_t errlen) {
     struct srv_task *t = srv_task_new();
     if (!t) {
         snprintf(err, errlen, "out of memory");
@@ -252,6 +314,7 @@ static struct srv_task *parse_task(struct kiln_server *s, const cJSON *body, con
             t->n_prompt = srv_tokenize_prompt(s, "the rendered messages", text, strlen(text),
                                               kiln_vocab_add_bos(s->vocab), &t->prompt, err, errlen);
             if (t->n_prompt < 0) {
+                if (t->n_prompt < -1) t->n_over = -2 - t->n_prompt;
                 t->n_prompt = 0;
                 ok = false;
             }
@@ -264,6 +327,7 @@ static struct srv_task *parse_task(struct kiln_server *s, const cJSON *body, con
     }
     if (!(ok && srv_parse_gen(s, body, api, t, err, errlen))) {
         if (!err[0]) snprintf(err, errlen, "out of memory");
+        if (t->n_over > 0 && n_over) *n_over = t->n_over;
         srv_task_unref(t);
         return NULL;
     }
@@ -271,8 +335,9 @@ static struct srv_task *parse_task(struct kiln_server *s, const cJSON *body, con
 }
 
 bool srv_build_group(struct kiln_server *s, const cJSON *body, enum srv_api api, const char *url, uint32_t tenant,
-                     struct srv_group *g, unsigned *status, char *err, size_t errlen) {
+                     struct srv_group *g, unsigned *status, int32_t *n_over, char *err, size_t errlen) {
     *status = 400;
+    if (n_over) *n_over = 0;
     g->n = 0;
     if (!srv_check_fields(body, (enum srv_body)api, url, err, errlen)) return false;
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(body, "prompt");
@@ -288,7 +353,7 @@ bool srv_build_group(struct kiln_server *s, const cJSON *body, enum srv_api api,
         return false;
     }
     for (int i = 0; i < want; i++) {
-        struct srv_task *t = parse_task(s, body, prompt, api, i, err, errlen);
+        struct srv_task *t = parse_task(s, body, prompt, api, i, n_over, err, errlen);
         if (!t) {
             unref_all(g);
             return false;
@@ -301,24 +366,41 @@ bool srv_build_group(struct kiln_server *s, const cJSON *body, enum srv_api api,
 
 /* ------------------------------------------------------------------ the routes */
 
-static enum MHD_Result generate(struct srv_req *r, enum srv_api api) {
+enum MHD_Result srv_generate(struct srv_req *r, const cJSON *body, enum srv_api api, enum srv_wire wire,
+                             int32_t think_budget) {
     struct kiln_server *s = r->srv;
     if (s->p.embeddings)
         return srv_reply_error(r, 400, "this server makes %s (--%s): it does not generate text",
                                kiln_context_pooling(s->ctx) == KILN_POOLING_RANK ? "rerankings" : "embeddings",
                                kiln_context_pooling(s->ctx) == KILN_POOLING_RANK ? "reranking" : "embeddings");
     char err[512] = "";
-    cJSON *body = srv_parse_body(r, err, sizeof err);
-    if (!body) return srv_reply_error(r, 400, "%s", err);
     struct srv_group g = {.n = 0};
     unsigned status = 400;
-    bool ok = srv_build_group(s, body, api, r->url, r->tenant, &g, &status, err, sizeof err);
-    cJSON_Delete(body);
+    int32_t n_over = 0;
+    bool ok = srv_build_group(s, body, api, r->url, r->tenant, &g, &status, &n_over, err, sizeof err);
+    if (!ok && n_over > 0) return srv_reply_over_context(r, n_over, s->n_ctx_slot, err);
     if (!ok) return srv_reply_error(r, status, "%s", err);
     unsigned long long id = atomic_fetch_add(&s->next_id, 1);
     const long long created = (long long)time(NULL);
     for (int i = 0; i < g.n; i++) {
-        snprintf(g.t[i]->id, sizeof g.t[i]->id, "%s-kiln-%llu", api == SRV_API_CHAT ? "chatcmpl" : "cmpl", id);
+        struct srv_task *t = g.t[i];
+        t->wire = wire;
+        if (think_budget >= -1 && t->chat.parse) {
+            t->chat.think_budget = think_budget;
+            if (think_budget >= 0 && !t->chat.n_think_end && t->chat.o.format != KILN_TOOLS_GPT_OSS) {
+                free(t->chat.think_end);
+                t->chat.think_end = NULL;
+                t->chat.n_think_end = srv_tokenize(s->vocab, "\n</think>\n\n", strlen("\n</think>\n\n"), false,
+                                                   &t->chat.think_end);
+                if (t->chat.n_think_end < 0) t->chat.n_think_end = 0;
+            }
+        }
+        snprintf(g.t[i]->id, sizeof g.t[i]->id, "%s-kiln-%llu",
+                 wire == SRV_WIRE_ANTHROPIC   ? "msg"
+                 : wire == SRV_WIRE_RESPONSES ? "resp"
+                 : api == SRV_API_CHAT        ? "chatcmpl"
+                                              : "cmpl",
+                 id);
         g.t[i]->created = created;
         if (s->p.request_timeout_s > 0) g.t[i]->deadline = g.t[i]->t_queued + s->p.request_timeout_s;
     }
@@ -339,6 +421,15 @@ static enum MHD_Result generate(struct srv_req *r, enum srv_api api) {
     x->in_flight = true;
     atomic_fetch_add(&s->in_flight, 1);
     return MHD_YES;
+}
+
+static enum MHD_Result generate(struct srv_req *r, enum srv_api api) {
+    char err[512] = "";
+    cJSON *body = srv_parse_body(r, err, sizeof err);
+    if (!body) return srv_reply_error(r, 400, "%s", err);
+    enum MHD_Result ret = srv_generate(r, body, api, SRV_WIRE_OPENAI, -2);
+    cJSON_Delete(body);
+    return ret;
 }
 
 enum MHD_Result srv_route_completions(struct srv_req *r) { return generate(r, SRV_API_COMPLETIONS); }

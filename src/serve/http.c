@@ -49,7 +49,9 @@ struct kiln_server_params kiln_server_default_params(void) {
                                        .cors_origins = "*",
                                        .jinja = true,
                                        .reasoning = true,
-                                       .reasoning_budget = -1};
+                                       .reasoning_budget = -1,
+                                       .sampling = kiln_sampling_default_params(),
+                                       .slots = true};
 }
 
 /* ------------------------------------------------------------------ routes */
@@ -66,7 +68,7 @@ static const struct srv_route routes[] = {
     {"POST", "/detokenize", srv_route_detokenize, true, false, true},
     {"POST", "/apply-template", srv_route_apply_template, true, false, true},
     {"POST", "/v1/completions", srv_route_completions, true, false, true},
-    {"POST", "/completions", srv_route_completions, true, false, true},
+    {"POST", "/completions", srv_route_completion, true, false, true}, /* llama-server: the native form */
     {"POST", "/v1/chat/completions", srv_route_chat, true, false, true},
     {"POST", "/chat/completions", srv_route_chat, true, false, true},
     {"POST", "/completion", srv_route_completion, true, false, true},
@@ -77,6 +79,10 @@ static const struct srv_route routes[] = {
     {"POST", "/rerank", srv_route_rerank, true, false, true},
     {"POST", "/v1/reranking", srv_route_rerank, true, false, true},
     {"POST", "/reranking", srv_route_rerank, true, false, true},
+    {"POST", "/v1/messages", srv_route_messages, true, false, true},
+    {"POST", "/v1/messages/count_tokens", srv_route_count_tokens, true, false, true},
+    {"POST", "/v1/responses", srv_route_responses, true, false, true},
+    {"POST", "/responses", srv_route_responses, true, false, true},
 };
 
 /* ------------------------------------------------------------------ exchanges */
@@ -203,11 +209,17 @@ __attribute__((format(printf, 5, 6))) static enum MHD_Result send_error(struct k
 static enum MHD_Result send_preflight(struct kiln_server *s, struct MHD_Connection *c, const char *allow) {
     struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
     if (!resp) return MHD_NO;
+    (void)allow;
     add_cors(s, c, resp);
-    MHD_add_response_header(resp, "Access-Control-Allow-Methods", allow);
-    MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Content-Type, Authorization, X-Api-Key");
+    /* llama-server's preflight: 200, the methods of its whole API, credentials allowed (kiln takes
+     * keys as bearer tokens, never cookies); the headers are named, since a wildcard never covers
+     * Authorization in a browser */
+    MHD_add_response_header(resp, "Access-Control-Allow-Credentials", "true");
+    MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+    MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                            "Content-Type, Authorization, X-Api-Key, Anthropic-Version");
     MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
-    enum MHD_Result ret = MHD_queue_response(c, 204, resp);
+    enum MHD_Result ret = MHD_queue_response(c, 200, resp);
     MHD_destroy_response(resp);
     return ret;
 }
@@ -463,6 +475,7 @@ struct kiln_server *kiln_server_start(const struct kiln_server_params *p, char *
         return NULL;
     }
     s->p = *p;
+    snprintf(s->start_unix, sizeof s->start_unix, "%lld", (long long)time(NULL));
     atomic_init(&s->ready, false);
     atomic_init(&s->stopping, false);
     atomic_init(&s->in_flight, 0);
@@ -548,6 +561,9 @@ bool kiln_server_attach(struct kiln_server *s, const struct kiln_model *model, s
     }
     if (!srv_chat_load(s, err, errlen)) return false;
     snprintf(s->model_id, sizeof s->model_id, "%s", base ? base + 1 : model_path);
+    cJSON *aliases = srv_name_list(s->p.alias);
+    if (cJSON_GetArraySize(aliases) > 0) snprintf(s->model_id, sizeof s->model_id, "%s", aliases->child->valuestring);
+    cJSON_Delete(aliases);
     s->model_path = strdup(model_path);
     if (!(s->grammars = srv_grammars_new(s->vocab, err, errlen))) return false;
     s->engine = srv_engine_new(model, ctx, &s->p, err, errlen);

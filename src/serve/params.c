@@ -7,6 +7,7 @@
 #include "serve_impl.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,7 +101,7 @@ int32_t srv_tokenize_bounded(struct kiln_server *s, const char *field, const cha
                      "'%s' is %zu bytes: more than a context of %lld tokens holds (at most %lld bytes with this "
                      "vocabulary)",
                      field, len, (long long)n_ctx, (long long)most);
-            return -1;
+            return -2 - (int32_t)(n_ctx + 1); /* over the context: at least n_ctx + 1 tokens */
         }
         for (size_t probe = (size_t)n_ctx * 4; probe < len; probe *= 2) {
             size_t cut = probe;
@@ -112,7 +113,7 @@ int32_t srv_tokenize_bounded(struct kiln_server *s, const char *field, const cha
             if (n > n_ctx + 16) {
                 snprintf(err, errlen, "'%s' is longer than a context of %lld tokens: its first %zu bytes are %d tokens",
                          field, (long long)n_ctx, cut, n);
-                return -1;
+                return -2 - n;
             }
         }
     }
@@ -177,6 +178,7 @@ bool srv_parse_prompt(struct kiln_server *s, const cJSON *prompt, int i, struct 
     if (cJSON_IsString(prompt)) {
         int32_t n = srv_tokenize_prompt(s, field, prompt->valuestring, strlen(prompt->valuestring),
                                         kiln_vocab_add_bos(s->vocab), &t->prompt, err, errlen);
+        if (n < -1) t->n_over = -2 - n;
         if (n < 0) return false;
         t->n_prompt = n;
     } else if (is_id_array(prompt)) {
@@ -262,8 +264,8 @@ static bool parse_logit_bias(struct kiln_server *s, const cJSON *body, struct ki
 bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, struct srv_task *t, char *err,
                    size_t errlen) {
     t->api = api;
-    struct kiln_sampling_params sp = kiln_sampling_default_params();
-    int64_t n = 1, n_predict = s->p.n_predict, seed = -1, top_k = sp.top_k, last_n = sp.penalty_last_n, logprobs = 0;
+    struct kiln_sampling_params sp = s->p.sampling; /* the server's defaults (--temp, --seed, ...) */
+    int64_t n = 1, n_predict = s->p.n_predict, seed = INT64_MIN, top_k = sp.top_k, last_n = sp.penalty_last_n, logprobs = 0;
     const int32_t n_ctx = s->n_ctx_slot;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(body, "model");
     if (model && ((!cJSON_IsString(model) && !cJSON_IsNull(model)) ||
@@ -296,7 +298,7 @@ bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, s
         return false;
     sp.top_k = (int32_t)top_k;
     sp.penalty_last_n = (int32_t)(last_n < 0 ? n_ctx : last_n);
-    sp.seed = seed < 0 ? KILN_SEED_RANDOM : (uint32_t)(seed & 0xFFFFFFFF);
+    if (seed != INT64_MIN) sp.seed = seed < 0 ? KILN_SEED_RANDOM : (uint32_t)(seed & 0xFFFFFFFF);
     if (!get_bool(body, "stream", &t->stream, err, errlen) ||
         !get_bool(body, "cache_prompt", &t->cache_prompt, err, errlen))
         return false;
@@ -336,6 +338,7 @@ bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, s
     }
     /* limits against the slot's context: a prompt that does not fit is an error, not a truncation */
     if (t->n_prompt >= n_ctx) {
+        t->n_over = t->n_prompt;
         snprintf(err, errlen, "the prompt is %d tokens, the context of a slot holds %d (prompt + at least 1)",
                  t->n_prompt, n_ctx);
         return false;
@@ -357,6 +360,14 @@ bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, s
         if (eogs[i] != KILN_TOKEN_NULL) bias[n_bias++] = (struct kiln_logit_bias){eogs[i], -INFINITY};
     sp.logit_bias = bias;
     sp.n_logit_bias = n_bias;
+    t->sp = sp; /* as /completion's generation_settings tell it */
+    t->sp.logit_bias = NULL;
+    if (n_bias && (t->bias = malloc(n_bias * sizeof *t->bias))) {
+        memcpy(t->bias, bias, n_bias * sizeof *t->bias);
+        t->n_bias = n_bias;
+    }
+    t->ignore_eos = ignore_eos;
+    if (!get_bool(body, "return_tokens", &t->return_tokens, err, errlen)) return false;
     t->smpl = kiln_sampler_from_params(&sp);
     if (!t->smpl) {
         snprintf(err, errlen, "sampling parameters: %s", kiln_sampler_last_error());

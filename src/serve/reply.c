@@ -74,3 +74,13 @@ enum MHD_Result srv_reply_error(struct srv_req *r, unsigned status, const char *
     }
     return MHD_YES;
 }
+
+enum MHD_Result srv_reply_over_context(struct srv_req *r, int32_t n_prompt, int32_t n_ctx, const char *msg) {
+    cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "type", "exceed_context_size_error");
+    cJSON_AddNumberToObject(e, "code", 400);
+    cJSON_AddNumberToObject(e, "n_prompt_tokens", n_prompt);
+    cJSON_AddNumberToObject(e, "n_ctx", n_ctx);
+    return srv_reply_json(r, 400, o);
+}

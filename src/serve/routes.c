@@ -18,12 +18,37 @@ enum MHD_Result srv_route_health(struct srv_req *r) {
     return srv_reply_json(r, 200, o);
 }
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+cJSON *srv_name_list(const char *csv) {
+    cJSON *a = cJSON_CreateArray();
+    char *copy = csv ? strdup(csv) : NULL;
+    size_t n = 0;
+    char **names = copy ? calloc(strlen(copy) / 2 + 1, sizeof *names) : NULL;
+    if (names) { /* as a set: trimmed, without empties, in byte order, each once */
+        for (char *save = NULL, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            while (*t == ' ') t++;
+            size_t len = strlen(t);
+            while (len && t[len - 1] == ' ') t[--len] = 0;
+            if (len) names[n++] = t;
+        }
+        qsort(names, n, sizeof *names, cmp_str);
+        for (size_t i = 0; i < n; i++)
+            if (!i || strcmp(names[i], names[i - 1])) cJSON_AddItemToArray(a, cJSON_CreateString(names[i]));
+    }
+    free(names);
+    free(copy);
+    return a;
+}
+
 enum MHD_Result srv_route_models(struct srv_req *r) {
     struct kiln_server *s = r->srv;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "object", "list");
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "id", s->model_id);
+    cJSON_AddItemToObject(m, "aliases", srv_name_list(s->p.alias));
+    cJSON_AddItemToObject(m, "tags", srv_name_list(s->p.tags));
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", (double)time(NULL));
     cJSON_AddStringToObject(m, "owned_by", "kiln");
@@ -44,7 +69,25 @@ enum MHD_Result srv_route_props(struct srv_req *r) {
     cJSON *g = cJSON_AddObjectToObject(o, "default_generation_settings");
     cJSON_AddNumberToObject(g, "n_ctx", s->n_ctx_slot);
     cJSON_AddNumberToObject(g, "n_predict", s->p.n_predict);
+    /* the sampling a request that sets none gets (--temp, --seed, ...), under the request's field names */
+    const struct kiln_sampling_params *d = &s->p.sampling;
+    cJSON *gp = cJSON_AddObjectToObject(g, "params");
+    cJSON_AddNumberToObject(gp, "n_predict", s->p.n_predict);
+    cJSON_AddNumberToObject(gp, "seed", d->seed);
+    cJSON_AddNumberToObject(gp, "temperature", d->temp);
+    cJSON_AddNumberToObject(gp, "top_k", d->top_k);
+    cJSON_AddNumberToObject(gp, "top_p", d->top_p);
+    cJSON_AddNumberToObject(gp, "min_p", d->min_p);
+    cJSON_AddNumberToObject(gp, "typical_p", d->typical_p);
+    cJSON_AddNumberToObject(gp, "repeat_last_n", d->penalty_last_n);
+    cJSON_AddNumberToObject(gp, "repeat_penalty", d->penalty_repeat);
+    cJSON_AddNumberToObject(gp, "presence_penalty", d->penalty_present);
+    cJSON_AddNumberToObject(gp, "frequency_penalty", d->penalty_freq);
     cJSON_AddNumberToObject(o, "total_slots", s->p.n_parallel);
+    cJSON_AddStringToObject(o, "model_alias", s->model_id);
+    cJSON_AddBoolToObject(o, "endpoint_slots", s->p.slots);
+    cJSON_AddBoolToObject(o, "endpoint_metrics", s->p.metrics);
+    cJSON_AddBoolToObject(o, "is_sleeping", false);
     cJSON_AddStringToObject(o, "model_path", s->model_path);
     /* as llama-server: the template's text (kiln's native family's name when it renders without Jinja) */
     cJSON_AddStringToObject(o, "chat_template", s->chat ? srv_chat_tmpl_src(s->chat) : kiln_chat_template_name(s->tmpl));
@@ -77,16 +120,22 @@ enum MHD_Result srv_route_props(struct srv_req *r) {
 }
 
 enum MHD_Result srv_route_metrics(struct srv_req *r) {
+    if (!r->srv->p.metrics)
+        return srv_reply_error(r, 501, "this server does not answer /metrics: start it with --metrics");
     struct srv_engine_stats es = {0};
     if (r->srv->engine) srv_engine_stats(r->srv->engine, &es);
     char *text = srv_metrics_render(r->srv->metrics, &es);
     if (!text) return srv_reply_error(r, 500, "out of memory");
-    return srv_reply_plain(r, 200, text); /* Prometheus text format */
+    enum MHD_Result ret = srv_reply_plain(r, 200, text); /* Prometheus text format */
+    r->reply.hdr = "Process-Start-Time-Unix"; /* as llama-server: a scraper sees a restart */
+    r->reply.hdr_val = r->srv->start_unix;
+    return ret;
 }
 
 enum MHD_Result srv_route_slots(struct srv_req *r) {
     /* with tenants, what a slot holds for another is not shown (it would tell its prompt's length) */
     struct kiln_server *s = r->srv;
+    if (!s->p.slots) return srv_reply_error(r, 501, "this server does not answer /slots: started with --no-slots");
     bool isolate = s->p.prefix_share != KILN_PREFIX_SHARE_GLOBAL &&
                    (srv_auth_has_keys(s->auth) || srv_auth_has_proxies(s->auth));
     cJSON *a = s->engine ? srv_engine_slots_json(s->engine, r->tenant, isolate) : cJSON_CreateArray();

@@ -54,6 +54,13 @@ struct kiln_server_params {
                           * and rerank routes answer, generation does not */
     int reasoning_budget; /* --reasoning-budget: tokens of thinking before </think> is forced (-1: no limit,
                            * 0: thinking off) */
+    struct kiln_sampling_params sampling; /* --temp, --top-k, ..., --seed: what a request that sets none gets
+                                           * (seed KILN_SEED_RANDOM: a new draw per request) */
+    const char *alias; /* --alias: comma-separated names of the model (NULL: its file name); the first in
+                        * byte order is its id, as llama-server */
+    const char *tags;  /* --tags: comma-separated tags /v1/models lists (NULL: none) */
+    bool slots;        /* GET /slots answers (--no-slots: 501, as llama-server) */
+    bool metrics;      /* GET /metrics answers (--metrics; off: 501, as llama-server) */
 };
 struct kiln_server_params kiln_server_default_params(void);
 

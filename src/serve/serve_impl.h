@@ -30,6 +30,13 @@ enum srv_api {
     SRV_API_LLAMA,       /* POST /completion (llama-server's fields) */
 };
 
+/* Whose API shape a chat task answers in (its body was converted to a chat before) */
+enum srv_wire {
+    SRV_WIRE_OPENAI,    /* as its srv_api says */
+    SRV_WIRE_ANTHROPIC, /* POST /v1/messages: a message of content blocks, named stream events */
+    SRV_WIRE_RESPONSES, /* POST /v1/responses: a response of output items, named stream events */
+};
+
 /* One generated token as the client sees it: its piece is text[off, off + len). */
 struct srv_tok {
     int32_t id;
@@ -46,6 +53,7 @@ struct srv_tok {
 struct srv_task {
     /* ---- the request, fixed once submitted */
     enum srv_api api;
+    enum srv_wire wire;
     int32_t *prompt;
     int32_t n_prompt;
     int32_t n_predict; /* -1: until the slot's context is full */
@@ -55,6 +63,10 @@ struct srv_task {
     int n_probs;        /* top alternatives per token */
     bool want_logprobs; /* a logprob per token */
     bool stream, cache_prompt, include_usage;
+    struct kiln_sampling_params sp; /* what smpl was made from (its logit_bias in bias) */
+    struct kiln_logit_bias *bias;   /* malloc'd: logit_bias and ignore_eos's bans */
+    size_t n_bias;
+    bool ignore_eos, return_tokens;  /* return_tokens: /completion's body lists the generated ids */
     int index; /* the choice it answers, for a list of prompts */
     bool special;            /* control tokens written into the text as their markup (the chat parser reads them) */
     struct srv_chat_out chat; /* chat: how the output is read back */
@@ -76,6 +88,7 @@ struct srv_task {
     int err_status;     /* != 0: failed with this HTTP status and err */
     char err[256];
     int32_t n_cached;    /* prompt tokens the slot's cache already held */
+    int32_t n_over;      /* refused: a prompt of (at least) this many tokens is over the slot's context */
     int slot;
     double t_queued, t_start, t_first, t_end;
     double deadline; /* srv_now() past which the engine stops it (504); 0: none */
@@ -139,7 +152,8 @@ struct kiln_server {
     struct srv_engine *engine;
     enum kiln_chat_template tmpl;
     struct srv_chat_tmpl *chat; /* the Jinja templates (NULL: native families, s->tmpl) */
-    char model_id[256]; /* the file name, as /v1/models reports it */
+    char model_id[256]; /* the first --alias, else the file name, as /v1/models reports it */
+    char start_unix[24]; /* when the server started, Unix seconds (/metrics' Process-Start-Time-Unix) */
     char *model_path;
     atomic_ullong next_id; /* response ids */
     atomic_int in_flight;  /* generation responses not yet sent completely */
@@ -183,10 +197,17 @@ enum MHD_Result srv_reply_json(struct srv_req *r, unsigned status, cJSON *json);
 enum MHD_Result srv_reply_plain(struct srv_req *r, unsigned status, char *text);  /* takes malloc'd text */
 enum MHD_Result srv_reply_error(struct srv_req *r, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* 400 for a prompt over the slot's context, in llama-server's shape: type exceed_context_size_error
+ * with n_prompt_tokens (at least) and n_ctx (the slot's). */
+enum MHD_Result srv_reply_over_context(struct srv_req *r, int32_t n_prompt, int32_t n_ctx, const char *msg);
 /* The error body every 4xx/5xx carries: {"error": {"message", "type", "code"}} (malloc'd). */
 char *srv_error_body(unsigned status, const char *msg);
 
 /* A row of the route table (http.c). */
+/* A comma-separated list (--alias, --tags) as a JSON array of strings: trimmed, without empty
+ * names, sorted and unique (routes.c). */
+cJSON *srv_name_list(const char *csv);
+
 struct srv_route {
     const char *method, *path;
     enum MHD_Result (*fn)(struct srv_req *r);
@@ -302,6 +323,51 @@ enum MHD_Result srv_route_apply_template(struct srv_req *r);
 enum MHD_Result srv_route_completions(struct srv_req *r);
 enum MHD_Result srv_route_chat(struct srv_req *r);
 enum MHD_Result srv_route_completion(struct srv_req *r);
+/* A generation from a parsed body (generate.c): the routes above, and the APIs converted to a chat
+ * body (anthropic.c); think_budget >= -1 replaces the server's --reasoning-budget. */
+enum MHD_Result srv_generate(struct srv_req *r, const cJSON *body, enum srv_api api, enum srv_wire wire,
+                             int32_t think_budget);
+
+/* ---- Anthropic's Messages API (anthropic.c) */
+enum MHD_Result srv_route_messages(struct srv_req *r);
+enum MHD_Result srv_route_count_tokens(struct srv_req *r);
+/* A /v1/messages body as a chat body (count_tokens: !generating, only what the prompt needs; jinja:
+ * the server renders with a Jinja template, which 'thinking' is passed to as enable_thinking);
+ * *think_budget from 'thinking' (-2: the server's); NULL with a message naming the field. */
+cJSON *srv_anthropic_to_chat(const cJSON *body, bool generating, bool jinja, int32_t *think_budget, char *err,
+                             size_t errlen);
+/* A finished chat task as Anthropic's message. */
+cJSON *srv_anthropic_final(struct kiln_server *s, struct srv_task *t);
+/* Streaming: each chat.completion.chunk the chat path makes becomes Anthropic's events (objects
+ * whose "type" names the event) appended to events; the chunk with a finish_reason ends the message. */
+enum srv_ant_kind { SRV_ANT_NONE, SRV_ANT_THINKING, SRV_ANT_TEXT, SRV_ANT_TOOL };
+struct srv_anthropic_stream {
+    bool started;
+    enum srv_ant_kind kind; /* the open block's */
+    int index, next;        /* the open block's index; the next block's */
+    int tool;               /* the open tool_use block's call index */
+};
+void srv_anthropic_chunk(struct srv_anthropic_stream *a, struct kiln_server *s, struct srv_task *t, const cJSON *chunk,
+                         cJSON *events);
+
+/* ---- OpenAI's Responses API (responses.c), the same way */
+enum MHD_Result srv_route_responses(struct srv_req *r);
+cJSON *srv_responses_to_chat(const cJSON *body, char *err, size_t errlen);
+cJSON *srv_responses_final(struct kiln_server *s, struct srv_task *t);
+enum srv_resp_kind { SRV_RESP_NONE, SRV_RESP_REASONING, SRV_RESP_TEXT, SRV_RESP_CALL };
+struct srv_responses_stream {
+    bool started;
+    int seq;                 /* sequence_number of the next event */
+    enum srv_resp_kind kind; /* the open item's */
+    int index, next, call;   /* its output_index; the next one's; its call index */
+    char call_id[96], name[128];
+    char *text; /* the open item's text so far (its .done events repeat it) */
+    size_t len, cap;
+    cJSON *done; /* the items closed, for the final response */
+};
+void srv_responses_chunk(struct srv_responses_stream *a, struct kiln_server *s, struct srv_task *t, const cJSON *chunk,
+                         cJSON *events);
+void srv_responses_stream_free(struct srv_responses_stream *a);
 
 /* ---- request fields (fields.c): which fields each body accepts */
 enum srv_body {
@@ -318,6 +384,14 @@ enum srv_body {
     SRV_BODY_FUNCTION,       /* messages[i].tool_calls[j].function, messages[i].function_call */
     SRV_BODY_EMBEDDINGS,     /* /v1/embeddings, /embedding(s) */
     SRV_BODY_RERANK,         /* /v1/rerank, /rerank */
+    SRV_BODY_MESSAGES,       /* POST /v1/messages (Anthropic) and /v1/messages/count_tokens */
+    SRV_BODY_MESSAGES_MSG,   /* its messages[i] */
+    SRV_BODY_BLOCK,          /* its content blocks (and system's) */
+    SRV_BODY_MESSAGES_TOOL,  /* its tools[i] */
+    SRV_BODY_RESPONSES,      /* POST /v1/responses (OpenAI) */
+    SRV_BODY_RESP_ITEM,      /* its input[i] */
+    SRV_BODY_RESP_PART,      /* an input item's content parts */
+    SRV_BODY_RESP_TOOL,      /* its tools[i] */
 };
 /* Every member of obj must be a field this body implements, or a field kiln does not
  * implement given the value that asks for nothing; false with a message naming the
@@ -364,8 +438,9 @@ int32_t srv_tokenize(const struct kiln_vocab *v, const char *text, size_t len, b
 /* Parse a body, strictly: one JSON object, no duplicate key, no NUL or raw control
  * character in a string (json_strict.c); NULL with a message. */
 cJSON *srv_parse_json(const char *body, size_t len, char *err, size_t errlen);
-/* Tokenize a prompt of len bytes for a slot: refused (-1, message in err) without
- * tokenizing it whole when it cannot fit n_ctx_slot tokens; malloc'd ids, or -1. */
+/* Tokenize a prompt of len bytes for a slot: refused without tokenizing it whole when it cannot
+ * fit n_ctx_slot tokens (-2 - N, N the tokens it has at least; message in err); malloc'd ids, or
+ * -1 when it cannot be tokenized. */
 int32_t srv_tokenize_prompt(struct kiln_server *s, const char *field, const char *text, size_t len,
                             bool add_special, int32_t **ids, char *err, size_t errlen);
 /* The same against a context of n_ctx tokens (/tokenize: the whole context). */
@@ -374,7 +449,7 @@ int32_t srv_tokenize_bounded(struct kiln_server *s, const char *field, const cha
 /* One request's tasks from its body (prompts tokenized, fields checked), not yet submitted;
  * false with the status and message to answer. */
 bool srv_build_group(struct kiln_server *s, const cJSON *body, enum srv_api api, const char *url, uint32_t tenant,
-                     struct srv_group *g, unsigned *status, char *err, size_t errlen);
+                     struct srv_group *g, unsigned *status, int32_t *n_over, char *err, size_t errlen);
 /* Fill t's generation fields (samplers, stops, limits, logprobs, stream) from a request body. */
 bool srv_parse_gen(struct kiln_server *s, const cJSON *body, enum srv_api api, struct srv_task *t, char *err,
                    size_t errlen);

@@ -39,6 +39,7 @@ void srv_task_unref(struct srv_task *t) {
     for (int i = 0; i < t->n_stop; i++) free(t->stop[i]);
     free(t->text);
     free(t->toks);
+    free(t->bias);
     srv_chat_out_free(&t->chat);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);

@@ -20,6 +20,9 @@ int cmd_serve(int argc, char **argv) {
     char *template_text = NULL; /* --chat-template-file's text */
     enum kiln_pooling pooling = KILN_POOLING_UNSPECIFIED;
     bool rerank = false;
+    struct gen_args ga; /* --temp, --seed, ...: the sampling a request that sets none gets */
+    int ubatch = 0;     /* -ub */
+    gen_args_init(&ga);
     for (int i = 1; i < argc; i++) {
         int r = model_args_parse(&ma, cmd, argc, argv, &i);
         if (r < 0) return EXIT_USAGE;
@@ -74,10 +77,20 @@ int cmd_serve(int argc, char **argv) {
                    "  --chat-template-file F  a Jinja chat template from a file\n"
                    "  --reasoning-format F    deepseek (the default; 'auto' too): thinking goes to\n"
                    "                          reasoning_content; none: it stays in the content\n"
+                   "  --reasoning MODE        on, auto (the template's default) or off (--reasoning-budget 0)\n"
                    "  --reasoning-budget N    tokens of thinking before '</think>' is written for the model\n"
-                   "                          (-1: no limit, the default; 0: thinking off)\n"
-                   "GET /metrics answers in Prometheus' text format.\n",
+                   "                          (-1: no limit, the default; 0: thinking off)\n",
                    model_args_help());
+            printf("  --alias A[,B...]        names of the model: the first in byte order is its id in\n"
+                   "                          /v1/models and answers, all are listed as its aliases\n"
+                   "  --tags T[,U...]         tags /v1/models lists for the model\n"
+                   "  --metrics               answer GET /metrics in Prometheus' text format (off: 501)\n"
+                   "  --slots / --no-slots    answer GET /slots (the default) or 501\n"
+                   "  -cb, --cont-batching    continuous batching (always on)\n"
+                   "  -ub, --ubatch-size N    most tokens computed in one pass (with -b, the smaller)\n"
+                   "  --offline, --no-ui      accepted: kiln never downloads and has no web UI\n"
+                   "Sampling defaults for requests that do not set them (llama-server's flags):\n%s",
+                   gen_args_help());
             return EXIT_OK;
         } else if (!strcmp(o, "--host")) {
             if (!(sp.host = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
@@ -185,8 +198,39 @@ int cmd_serve(int argc, char **argv) {
             if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !tool_parse_int(cmd, o, v, 1024, 1 << 30, &mb))
                 return EXIT_USAGE;
             sp.max_body = (size_t)mb;
+        } else if (!strcmp(o, "--alias") || !strcmp(o, "-a") || !strcmp(o, "--tags")) {
+            const char **slot = !strcmp(o, "--tags") ? &sp.tags : &sp.alias;
+            if (!(*slot = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (!strpbrk(*slot, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"))
+                return tool_usage_error(cmd, "%s needs at least one name, not '%s'", o, *slot);
+        } else if (!strcmp(o, "--metrics")) {
+            sp.metrics = true;
+        } else if (!strcmp(o, "--slots") || !strcmp(o, "--no-slots")) {
+            sp.slots = !strcmp(o, "--slots");
+        } else if (!strcmp(o, "-cb") || !strcmp(o, "--cont-batching") || !strcmp(o, "--offline") ||
+                   !strcmp(o, "--no-ui")) {
+            /* what they ask for is what kiln does anyway */
+        } else if (!strcmp(o, "-ub") || !strcmp(o, "--ubatch-size")) {
+            /* kiln computes a decode's tokens in one pass: the smaller of -b and -ub bounds it */
+            if (!(v = tool_arg_value(cmd, argc, argv, &i)) || !tool_parse_int(cmd, o, v, 1, 1 << 24, &ubatch))
+                return EXIT_USAGE;
+        } else if (!strcmp(o, "--reasoning") || !strcmp(o, "-rea")) {
+            if (!(v = tool_arg_value(cmd, argc, argv, &i))) return EXIT_USAGE;
+            if (!strcmp(v, "off")) sp.reasoning_budget = 0;
+            else if (strcmp(v, "on") && strcmp(v, "auto"))
+                return tool_usage_error(cmd, "--reasoning must be on, off or auto, not '%s'", v);
+        } else if (!strcmp(o, "-kvu") || !strcmp(o, "--kv-unified")) {
+            return tool_usage_error(cmd, "%s: kiln serve gives each slot -c / -np cells; one pool that every slot "
+                                         "may fill is not implemented", o);
+        } else if (!strcmp(o, "-nocb") || !strcmp(o, "--no-cont-batching")) {
+            return tool_usage_error(cmd, "%s: kiln serve always batches continuously", o);
+        } else if ((!strcmp(o, "-s") || !strcmp(o, "--seed")) && i + 1 < argc && !strcmp(argv[i + 1], "-1")) {
+            ga.sp.seed = KILN_SEED_RANDOM; /* llama-server's -1: a new draw per request */
+            i++;
         } else {
-            return tool_usage_error(cmd, "unknown option '%s'", o);
+            int g = gen_args_parse(&ga, cmd, argc, argv, &i);
+            if (g < 0) return EXIT_USAGE;
+            if (g == 0) return tool_usage_error(cmd, "unknown option '%s'", o);
         }
     }
     if (!ma.model_path) return tool_usage_error(cmd, "-m MODEL is required");
@@ -201,6 +245,15 @@ int cmd_serve(int argc, char **argv) {
         ma.cparams.n_seq_max = 64;
         ma.cparams.type_k = ma.cparams.type_v = KT_TYPE_F32;
     }
+    if (ga.grammar || ga.grammar_file || ga.schema || ga.schema_file)
+        return tool_usage_error(cmd, "a grammar or JSON Schema is given per request ('grammar', 'json_schema', "
+                                     "'response_format'), not to the server");
+    struct kiln_sampler *check = kiln_sampler_from_params(&ga.sp);
+    if (!check) return tool_usage_error(cmd, "%s", kiln_sampler_last_error());
+    kiln_sampler_free(check);
+    sp.sampling = ga.sp;
+    if (ubatch > 0 && (ma.cparams.n_batch == 0 ? 512 : (int)ma.cparams.n_batch) > ubatch)
+        ma.cparams.n_batch = (uint32_t)ubatch;
     /* spare sequences past the slots hold the prefix cache (up to 16 prefixes) */
     int n_park = sp.cache_ram_mib != 0 && sp.prefix_share != KILN_PREFIX_SHARE_OFF
                      ? (64 - sp.n_parallel < 16 ? 64 - sp.n_parallel : 16)
