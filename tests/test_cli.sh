@@ -43,7 +43,7 @@ done
 
 # run --temp 0: llama.cpp's greedy tokens up to the first near-tie
 for ref in "$SHARED"/reference/{kjv-q8_0-0,qwen2-kjv-q8_0-1,llama3-kjv-q4_0-0,qwen3-kjv-q4_0-2,phi3-kjv-q4_0-3}.json \
-           "$SHARED"/reference/families/gemma3-kjv-q4_0-{0,1}.json; do
+           "$SHARED"/reference/families/{gemma3,qwen3moe}-kjv-q4_0-{0,1}.json; do
   model=$(dirname "$ref" | sed 's|/reference|/models|')/$(basename "$ref" | sed 's/-[0-9]*\.json$/.gguf/')
   prompt=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prompt"], end="")' "$ref")
   "$KILN" run -m "$model" -p "$prompt" -n 24 --temp 0 --json > "$tmp/run.json" || bad "run $model"
@@ -66,7 +66,7 @@ c=$("$KILN" run -m "$M" -p "And God said" -n 24 --seed 8 --temp 1)
 # perplexity within 0.5% of llama.cpp's
 # (gemma3: sliding-window layers, every chunk crossing the window of 8)
 for f in kjv-q8_0.gguf qwen2-kjv-q8_0.gguf llama3-kjv-q4_0.gguf qwen3-kjv-q4_0.gguf phi3-kjv-q4_0.gguf \
-         families/gemma3-kjv-q4_0.gguf; do
+         families/gemma3-kjv-q4_0.gguf families/qwen3moe-kjv-q4_0.gguf; do
   "$KILN" perplexity -m "$SHARED/models/$f" -f "$SHARED/text/kjv_test_a.txt" -c 128 --json > "$tmp/ppl.json" 2>/dev/null || bad "perplexity $f"
   python3 - "$SHARED/reference/$(dirname "$f" | sed 's|^\.$||')/perplexity.json" "$tmp/ppl.json" "$(basename "$f")" <<'PY' && ok || bad "perplexity of $f"
 import json, sys

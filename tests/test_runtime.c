@@ -349,7 +349,7 @@ int main(void) {
     if (d) closedir(d);
     /* the families kiln runs among those shared/models/families holds (the others are
      * not expected to load yet) */
-    static const char *const families[] = {"gemma3-kjv-q4_0"};
+    static const char *const families[] = {"gemma3-kjv-q4_0", "qwen3moe-kjv-q4_0"};
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
         for (int k = 0; k < 4; k++) {
             char name[128];
@@ -370,14 +370,18 @@ int main(void) {
     check_invariance("phi3-kjv-q4_0.gguf");
     /* gemma3: windowed layers in a cache of their own, two RoPE bases, soft-capped logits */
     check_invariance("families/gemma3-kjv-q4_0.gguf");
+    /* qwen3moe: routed experts (a batch's tokens grouped by expert) in every batch shape */
+    check_invariance("families/qwen3moe-kjv-q4_0.gguf");
     check_sequences("kjv-q8_0.gguf");
     check_sequences("kjv-f16.gguf");
     check_sequences("qwen2-kjv-q8_0.gguf");
     check_sequences("families/gemma3-kjv-q4_0.gguf");
+    check_sequences("families/qwen3moe-kjv-q4_0.gguf");
     check_kv_types("kjv-f16", 1e-4);
     check_kv_types("llama3-kjv-q4_0", 5e-4);
     check_kv_types("qwen3-kjv-q4_0", 5e-4);
     check_kv_types("phi3-kjv-q4_0", 5e-4);
     check_kv_types("families/gemma3-kjv-q4_0", 5e-4);
+    check_kv_types("families/qwen3moe-kjv-q4_0", 5e-4);
     return tu_finish("test_runtime");
 }

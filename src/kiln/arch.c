@@ -55,11 +55,25 @@ enum { REQ = false, OPT = true };
     L("ffn_gate.weight", REQ, KILN_DIM_EMBD, KILN_DIM_FF, w_gate), \
     L("ffn_up.weight", REQ, KILN_DIM_EMBD, KILN_DIM_FF, w_up)
 
+/* a required per-layer tensor held only by dense layers or only by routed ones */
+#define LW(nm, d0, d1, d2, f, w) {.name = nm, .per_layer = true, .ne0 = d0, .ne1 = d1, .ne2 = d2, .when = w, .field = FIELD_L(f)}
+#define FFN_DENSE                                                                                 \
+    LW("ffn_gate.weight", KILN_DIM_EMBD, KILN_DIM_FF, KILN_DIM_NONE, w_gate, KILN_WHEN_DENSE),   \
+    LW("ffn_up.weight", KILN_DIM_EMBD, KILN_DIM_FF, KILN_DIM_NONE, w_up, KILN_WHEN_DENSE),       \
+    LW("ffn_down.weight", KILN_DIM_FF, KILN_DIM_EMBD, KILN_DIM_NONE, w_down, KILN_WHEN_DENSE)
+/* the routed feed-forward (arch/moe.c): a router and SwiGLU experts, one matrix per expert */
+#define FFN_EXPERTS                                                                                           \
+    LW("ffn_gate_inp.weight", KILN_DIM_EMBD, KILN_DIM_EXPERT, KILN_DIM_NONE, ffn_gate_inp, KILN_WHEN_EXPERTS), \
+    LW("ffn_gate_exps.weight", KILN_DIM_EMBD, KILN_DIM_FF_EXP, KILN_DIM_EXPERT, ffn_gate_exps, KILN_WHEN_EXPERTS), \
+    LW("ffn_up_exps.weight", KILN_DIM_EMBD, KILN_DIM_FF_EXP, KILN_DIM_EXPERT, ffn_up_exps, KILN_WHEN_EXPERTS),  \
+    LW("ffn_down_exps.weight", KILN_DIM_FF_EXP, KILN_DIM_EMBD, KILN_DIM_EXPERT, ffn_down_exps, KILN_WHEN_EXPERTS)
+
 static const struct kiln_tensor_spec llama_tensors[] = {
     HEAD_TENSORS,
     /* Llama 3.1+: per RoPE pair, a divisor of its frequency (one tensor for all layers) */
     G("rope_freqs.weight", OPT, KILN_DIM_ROT_PAIRS, KILN_DIM_NONE, rope_freqs),
-    ATTN_NORM, ATTN_QKV, ATTN_OUT, FFN_NORM, FFN_GATE_UP, FFN_DOWN,
+    /* Mixtral's layout: experts in place of the dense feed-forward where expert_count > 0 */
+    ATTN_NORM, ATTN_QKV, ATTN_OUT, FFN_NORM, FFN_DENSE, FFN_EXPERTS,
 };
 
 static const struct kiln_tensor_spec qwen2_tensors[] = {
@@ -78,6 +92,15 @@ static const struct kiln_tensor_spec qwen3_tensors[] = {
     L("attn_q_norm.weight", REQ, KILN_DIM_HEAD, KILN_DIM_NONE, attn_q_norm),
     L("attn_k_norm.weight", REQ, KILN_DIM_HEAD, KILN_DIM_NONE, attn_k_norm),
     ATTN_OUT, FFN_NORM, FFN_GATE_UP, FFN_DOWN,
+};
+
+/* Qwen3-MoE: qwen3's attention, every layer routed */
+static const struct kiln_tensor_spec qwen3moe_tensors[] = {
+    HEAD_TENSORS,
+    ATTN_NORM, ATTN_QKV,
+    L("attn_q_norm.weight", REQ, KILN_DIM_HEAD, KILN_DIM_NONE, attn_q_norm),
+    L("attn_k_norm.weight", REQ, KILN_DIM_HEAD, KILN_DIM_NONE, attn_k_norm),
+    ATTN_OUT, FFN_NORM, FFN_EXPERTS,
 };
 
 static const struct kiln_tensor_spec phi3_tensors[] = {
@@ -163,10 +186,19 @@ static const struct kiln_key_spec gemma4_keys[] = {
 /* qwen2/qwen3/phi3 differ from llama only in tensors the builder finds bound
  * (biases, q/k norms, fused views) and in the RoPE layout */
 static const struct kiln_arch arches[] = {
-    ROW("llama", KT_ROPE_NORMAL, llama_tensors),
+    {.name = "llama", .rope_mode = KT_ROPE_NORMAL, TENSORS(llama_tensors), .build = kiln_build_llama,
+     .moe = {.allowed = true, .norm_weights = true}, .graph_per_layer = 48, .graph_extra = 64},
     ROW("qwen2", KT_ROPE_NEOX, qwen2_tensors),
     ROW("qwen3", KT_ROPE_NEOX, qwen3_tensors),
     ROW("phi3", KT_ROPE_NEOX, phi3_tensors),
+    /* experts in llama files (Mixtral) and qwen3moe: softmax over every expert, the top
+     * expert_used_count, their weights renormalized (llama.cpp's norm_w for both);
+     * Mixtral's experts are feed_forward_length wide, Qwen3-MoE's
+     * expert_feed_forward_length (absent: feed_forward_length / expert_used_count) */
+    {.name = "qwen3moe", .rope_mode = KT_ROPE_NEOX, TENSORS(qwen3moe_tensors), .build = kiln_build_llama,
+     .moe = {.allowed = true, .required = true, .ff_key = "expert_feed_forward_length", .ff_div_used = true,
+             .norm_weights = true},
+     .graph_per_layer = 48, .graph_extra = 64},
     /* every other layer windowed (4096 when the file does not say), its own RoPE base
      * only when the file gives one, the file's RoPE scaling on every layer */
     GEMMA_ROW("gemma2", gemma2_tensors, gemma2_keys, kiln_gemma2_prepare,
@@ -203,6 +235,8 @@ int64_t kiln_dim_size(const struct kiln_hparams *hp, const struct kiln_layer_hp 
     case KILN_DIM_QKV: return head * (n_head + 2 * n_head_kv);
     case KILN_DIM_FF: return n_ff;
     case KILN_DIM_FF2: return 2 * n_ff;
+    case KILN_DIM_EXPERT: return l ? l->n_expert : 0;
+    case KILN_DIM_FF_EXP: return l ? l->n_ff_exp : 0;
     }
     return -1;
 }

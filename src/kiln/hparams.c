@@ -135,6 +135,29 @@ static bool layer_kinds(struct kiln_model *m, const char *arch, char *err, size_
     return true;
 }
 
+/* Experts per layer, as the row's moe spec says (runtime.h): how many, how many
+ * each token uses, each one's width. A family without experts reads none of these. */
+static bool experts(struct kiln_model *m, const char *arch, char *err, size_t errlen) {
+    const struct kiln_moe_spec *s = &m->arch->moe;
+    const struct gguf_file *g = m->gguf;
+    if (!s->allowed) return true;
+    int64_t n, used, ff = 0;
+    if (!hp_int(g, arch, "expert_count", s->required ? -1 : 0, s->required ? 1 : 0, KILN_MAX_EXPERTS, &n, err,
+                errlen))
+        return false;
+    if (n == 0) return true;
+    if (!hp_int(g, arch, "expert_used_count", -1, 1, n, &used, err, errlen)) return false;
+    if (s->ff_key) {
+        const int64_t def = s->ff_div_used ? m->hp.n_ff / used : m->hp.n_ff;
+        if (!hp_int(g, arch, s->ff_key, def > 0 ? def : -1, 1, 1 << 22, &ff, err, errlen)) return false;
+    }
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        struct kiln_layer_hp *l = &m->lhp[il];
+        l->n_expert = n, l->n_expert_used = used, l->n_ff_exp = s->ff_key ? ff : l->n_ff;
+    }
+    return true;
+}
+
 /* The row's own keys into a fresh family struct. */
 static bool family_keys(struct kiln_model *m, const char *arch, char *err, size_t errlen) {
     const struct kiln_arch *a = m->arch;
@@ -254,6 +277,6 @@ bool kiln_load_hparams(struct kiln_model *m, const char *arch, int64_t n_vocab, 
     if (hp->n_vocab != n_vocab)
         return kiln_errf(err, errlen, "vocab_size %lld differs from the %lld tokens of the vocabulary",
                          (long long)hp->n_vocab, (long long)n_vocab);
-    if (!family_keys(m, arch, err, errlen)) return false;
+    if (!experts(m, arch, err, errlen) || !family_keys(m, arch, err, errlen)) return false;
     return !m->arch->prepare || m->arch->prepare(m, err, errlen);
 }

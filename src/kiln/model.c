@@ -73,6 +73,10 @@ static struct kt_tensor *bind(struct binder *b, const char *name, int n_dims, co
 static bool bind_spec(struct binder *b, const struct kiln_tensor_spec *s, int64_t il, void *base) {
     const struct kiln_hparams *hp = &b->m->hp;
     const struct kiln_layer_hp *l = s->per_layer ? &b->m->lhp[il] : NULL;
+    /* a dense layer binds no expert tensors and a routed one no dense feed-forward: a
+     * file holding the other kind's tensor is then refused by name below */
+    const bool routed = l && l->n_expert > 0;
+    if ((s->when == KILN_WHEN_DENSE && routed) || (s->when == KILN_WHEN_EXPERTS && !routed)) return true;
     char name[128];
     if (s->per_layer)
         snprintf(name, sizeof name, "blk.%lld.%s", (long long)il, s->name);

@@ -14,6 +14,7 @@
 #include "memory.h"
 
 #define KILN_MAX_LAYERS 512
+#define KILN_MAX_EXPERTS 1024 /* llama.cpp's bound (Kimi K3's 1024 experts) */
 
 /* ---- model */
 
@@ -32,6 +33,10 @@ struct kiln_layer {
     struct kt_tensor *w_down;                    /* [n_ff, n_embd] */
     struct kt_tensor *ffn_post_norm;             /* [n_embd]: RMS norm of the feed-forward's output (gemma) */
     struct kt_tensor *out_scale;                 /* [1]: the layer's output times this (gemma4) */
+    /* mixtures of experts (arch/moe.c): a router and 3-D stacks, one matrix per expert */
+    struct kt_tensor *ffn_gate_inp;              /* [n_embd, n_expert]: the router */
+    struct kt_tensor *ffn_gate_exps, *ffn_up_exps; /* [n_embd, n_ff_exp, n_expert] */
+    struct kt_tensor *ffn_down_exps;             /* [n_ff_exp, n_embd, n_expert] */
 };
 
 struct kiln_arch;
@@ -50,6 +55,9 @@ struct kiln_layer_hp {
     enum kiln_layer_kind kind;
     int64_t n_head, n_head_kv, n_embd_head, n_rot, n_ff;
     float rope_freq_base, rope_freq_scale;
+    /* mixtures of experts (0: a dense feed-forward): experts in the layer, used per token,
+     * and each expert's feed-forward width */
+    int64_t n_expert, n_expert_used, n_ff_exp;
 };
 
 struct kiln_model {
@@ -109,7 +117,14 @@ enum kiln_dim {
     KILN_DIM_QKV,      /* Q + 2 KV (fused q|k|v rows) */
     KILN_DIM_FF,       /* n_ff */
     KILN_DIM_FF2,      /* 2 n_ff (fused gate|up rows) */
+    KILN_DIM_EXPERT,   /* n_expert (a layer's experts) */
+    KILN_DIM_FF_EXP,   /* n_ff_exp (one expert's feed-forward width) */
 };
+
+/* Which files of an architecture hold a tensor: every one, or only those whose layers
+ * have experts (a router and expert stacks) or only those whose layers have none (a
+ * dense feed-forward). A tensor of the other kind in a file is refused by name. */
+enum kiln_tensor_when { KILN_WHEN_ANY = 0, KILN_WHEN_DENSE, KILN_WHEN_EXPERTS };
 
 /* One tensor of an architecture: its GGUF name (per-layer ones without the
  * "blk.N." prefix), shape (up to three dimensions: expert stacks are 3-D), whether
@@ -121,6 +136,7 @@ struct kiln_tensor_spec {
     bool per_layer;
     bool optional;
     enum kiln_dim ne0, ne1, ne2; /* KILN_DIM_NONE ends the shape */
+    enum kiln_tensor_when when;
     size_t field;
     struct {
         size_t field;
@@ -154,6 +170,21 @@ struct kiln_window_spec {
     bool global_scaling;      /* windowed layers take the file's rope scaling (else none) */
 };
 
+/* Whether and how a family routes its feed-forward through experts (arch/moe.c).
+ * <arch>.expert_count experts (absent: 0, a dense model, unless required), of which
+ * <arch>.expert_used_count serve each token, each of width <arch>.<ff_key> (NULL or
+ * absent: feed_forward_length, or with ff_div_used feed_forward_length / used).
+ * Routing: the router's logits, softmax over every expert, the top n_expert_used
+ * of them, their probabilities as the experts' weights, renormalized to sum to 1 when
+ * norm_weights. */
+struct kiln_moe_spec {
+    bool allowed;      /* the family may have experts */
+    bool required;     /* ... and must */
+    const char *ff_key;
+    bool ff_div_used;
+    bool norm_weights;
+};
+
 /* One row per architecture: everything that says what it is. The common
  * hyper-parameters (context, widths, heads, RoPE, norms) are read for every row;
  * the row adds its family keys, which layers are windowed, its tensors, the
@@ -167,6 +198,7 @@ struct kiln_arch {
     const struct kiln_key_spec *keys;       /* family hyper-parameters, into a struct of fam_size bytes */
     size_t n_keys, fam_size;
     struct kiln_window_spec window;
+    struct kiln_moe_spec moe;
     /* after every key is read: derived family values, and what the row refuses, by name (may be NULL) */
     bool (*prepare)(struct kiln_model *m, char *err, size_t errlen);
     /* builds and returns the logits tensor [n_vocab, n_outputs] */
@@ -182,6 +214,9 @@ int64_t kiln_dim_size(const struct kiln_hparams *hp, const struct kiln_layer_hp 
 bool kiln_load_hparams(struct kiln_model *m, const char *arch, int64_t n_vocab, char *err, size_t errlen);
 struct kt_tensor *kiln_build_llama(const struct kiln_graph_in *in);
 struct kt_tensor *kiln_build_gemma(const struct kiln_graph_in *in); /* arch/gemma.c */
+/* The routed feed-forward of layer il over cur [n_embd, T] (arch/moe.c): the row's
+ * routing, SwiGLU experts, their outputs weighted and summed: [n_embd, T]. */
+struct kt_tensor *kiln_moe_ffn(const struct kiln_graph_in *in, int il, struct kt_tensor *cur);
 
 /* ---- KV cache (the memory's KV kinds: memory.h, kv_cache.c) */
 
