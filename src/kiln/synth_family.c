@@ -33,7 +33,16 @@ bool kiln_synth_family(struct gguf_writer *w, const char *arch, const struct kil
     const int64_t L = s->n_layer;
     for (int64_t il = 0; il < L; il++)
         lhp[il] = (struct kiln_layer_hp){.kind = KILN_LAYER_ATTN, .n_head = s->n_head, .n_head_kv = s->n_head_kv,
-                                         .n_embd_head = s->head_dim, .n_rot = s->head_dim, .n_ff = s->n_ff};
+                                         .n_embd_head = s->head_dim, .n_rot = s->head_dim, .n_ff = s->n_ff,
+                                         .n_expert = s->n_expert, .n_expert_used = s->n_expert_used,
+                                         .n_ff_exp = s->n_ff_exp};
+    if (s->n_expert > 0) {
+        bool ok = set_u32(w, arch, "expert_count", (uint32_t)s->n_expert) &&
+                  set_u32(w, arch, "expert_used_count", (uint32_t)s->n_expert_used);
+        /* Mixtral's experts are feed_forward_length wide; the others say */
+        if (strcmp(arch, "llama")) ok = ok && set_u32(w, arch, "expert_feed_forward_length", (uint32_t)s->n_ff_exp);
+        if (!ok) return kiln_errf(err, errlen, "%s", gguf_writer_error(w));
+    }
     if (!is_gemma(arch)) return true;
     const bool g2 = !strcmp(arch, "gemma2"), g4 = !strcmp(arch, "gemma4");
     /* local/global: Gemma 2 alternates; 3 and 4 have five local layers to a global one,

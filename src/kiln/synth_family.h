@@ -18,6 +18,7 @@ struct kiln_synth_shape {
     float final_cap;    /* Gemma's soft-caps (0: none written where the family allows) */
     float attn_cap;
     float rope_factor;  /* linear RoPE scaling of global layers (0: none) */
+    int64_t n_expert, n_expert_used, n_ff_exp; /* experts (0: a dense feed-forward) */
 };
 
 /* Write arch's own keys into w (after the common ones, replacing any it redefines) and

@@ -19,11 +19,14 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: kiln synth --preset NAME -o OUT.gguf [options]\n\n"
                "  --preset NAME      tiny (2 layers, 64 embd), small (8 layers, 256 embd, GQA 4),\n"
-               "                     tinyllama-1.1b, llama-7b, gemma3-4b (gemma3 unless --arch says)\n"
+               "                     tinyllama-1.1b, llama-7b, gemma3-4b (gemma3 unless --arch says),\n"
+               "                     qwen3-30b-a3b (qwen3moe: 128 experts, 8 used)\n"
                "  -o, --output FILE  the GGUF file to write\n"
-               "  --arch NAME        llama (default), qwen2, qwen3, phi3, gemma2, gemma3, gemma4: that\n"
-               "                     architecture's tensors and keys (Gemma: a sliding window of 16 tokens\n"
-               "                     on tiny, 32 on small)\n"
+               "  --arch NAME        llama (default), qwen2, qwen3, phi3, gemma2, gemma3, gemma4, qwen3moe,\n"
+               "                     mixtral (a llama file with experts): that architecture's tensors and\n"
+               "                     keys (Gemma: a sliding window of 16 tokens on tiny, 32 on small;\n"
+               "                     experts: 4, 2 used per token, on the presets without their own)\n"
+               "  --layers N         N layers instead of the preset's (1-512)\n"
                "  --type TYPE        F32, F16 (default), BF16, Q8_0, Q4_0 (llama.cpp's mix for that type)\n"
                "  --vocab FILE       take the tokenizer from this GGUF file (default: a synthetic\n"
                "                     byte-fallback SentencePiece vocabulary)\n"
@@ -51,11 +54,14 @@ int cmd_synth(int argc, char **argv) {
             if (!(out = tool_arg_path(CMD, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "--arch")) {
             if (!(p.arch = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
-            if (!kiln_arch_supported(p.arch)) {
-                char list[128];
+            if (!kiln_synth_arch_known(p.arch)) {
+                char list[160];
                 kiln_arch_list(list, sizeof list);
-                return tool_usage_error(CMD, "unknown --arch '%s' (%s)", p.arch, list);
+                return tool_usage_error(CMD, "unknown --arch '%s' (%s, mixtral)", p.arch, list);
             }
+        } else if (!strcmp(a, "--layers")) {
+            if (!(v = tool_arg_value(CMD, argc, argv, &i)) || !tool_parse_i64(CMD, a, v, 1, 512, &p.n_layers))
+                return EXIT_USAGE;
         } else if (!strcmp(a, "--vocab")) {
             if (!(p.vocab_path = tool_arg_path(CMD, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "--type")) {
