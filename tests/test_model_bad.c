@@ -224,6 +224,25 @@ int main(void) {
                    &(struct edit){.path = synth_path, .add_tensor = "blk.0.attn_qkv.weight",
                                   .add_like = "blk.0.attn_q.weight"},
                    "tensor 'blk.0.attn_qkv.weight' is not used by architecture 'gemma4'");
+    /* gpt-oss: its window and expert width are required keys, its sinks a required tensor;
+     * YaRN is refused where the row does not take it */
+    sp.arch = "gpt-oss";
+    CHECKF(kiln_synth(&sp, synth_path, serr, sizeof serr), "synth gpt-oss: %s", serr);
+    expect_refused("gpt-oss without its window",
+                   &(struct edit){.path = synth_path, .drop_key = "gpt-oss.attention.sliding_window"},
+                   "missing hyper-parameter gpt-oss.attention.sliding_window");
+    expect_refused("gpt-oss without its expert width",
+                   &(struct edit){.path = synth_path, .drop_key = "gpt-oss.expert_feed_forward_length"},
+                   "missing hyper-parameter gpt-oss.expert_feed_forward_length");
+    expect_refused("gpt-oss without sinks", &(struct edit){.path = synth_path, .drop_tensor = "blk.1.attn_sinks.weight"},
+                   "missing tensor 'blk.1.attn_sinks.weight'");
+    expect_refused("gpt-oss expert biases of the wrong width",
+                   &(struct edit){.path = synth_path, .swap_tensor = "blk.0.ffn_up_exps.bias",
+                                  .swap_with = "blk.0.ffn_gate_inp.bias"},
+                   "tensor 'blk.0.ffn_up_exps.bias' has shape [4, 1, 1, 1], expected [64, 4]");
+    expect_refused("llama with YaRN",
+                   &(struct edit){.model = "kjv-q4_0.gguf", .set_key = "llama.rope.scaling.type", .str_value = "yarn"},
+                   "rope scaling type 'yarn' is not supported");
     unlink(synth_path);
 
     /* a missing output.weight is not an error: the embedding is tied */

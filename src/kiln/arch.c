@@ -177,6 +177,28 @@ static const struct kiln_key_spec gemma4_keys[] = {
     KEY_I("attention.shared_kv_layers", 0, 0, KILN_MAX_LAYERS, kiln_gemma_hp, n_kv_shared),
 };
 
+/* ---- gpt-oss (arch/gpt_oss.c): biases, attention sinks, a norm before the routed
+ * feed-forward named post_attention_norm, biased router and experts */
+#define BIAS(nm, d0, d1, f) {.name = nm, .per_layer = true, .ne0 = d0, .ne1 = d1, .when = KILN_WHEN_EXPERTS, .field = FIELD_L(f)}
+static const struct kiln_tensor_spec gpt_oss_tensors[] = {
+    G("token_embd.weight", REQ, KILN_DIM_EMBD, KILN_DIM_VOCAB, tok_embd),
+    G("output_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, output_norm),
+    G("output.weight", REQ, KILN_DIM_EMBD, KILN_DIM_VOCAB, output),
+    ATTN_NORM, ATTN_QKV,
+    L("attn_q.bias", OPT, KILN_DIM_Q, KILN_DIM_NONE, bq),
+    L("attn_k.bias", OPT, KILN_DIM_KV, KILN_DIM_NONE, bk),
+    L("attn_v.bias", OPT, KILN_DIM_KV, KILN_DIM_NONE, bv),
+    ATTN_OUT,
+    L("attn_output.bias", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, bo),
+    L("attn_sinks.weight", REQ, KILN_DIM_HEADS, KILN_DIM_NONE, attn_sinks),
+    L("post_attention_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, attn_post_norm),
+    FFN_EXPERTS,
+    BIAS("ffn_gate_inp.bias", KILN_DIM_EXPERT, KILN_DIM_NONE, ffn_gate_inp_b),
+    BIAS("ffn_gate_exps.bias", KILN_DIM_FF_EXP, KILN_DIM_EXPERT, ffn_gate_exps_b),
+    BIAS("ffn_up_exps.bias", KILN_DIM_FF_EXP, KILN_DIM_EXPERT, ffn_up_exps_b),
+    BIAS("ffn_down_exps.bias", KILN_DIM_EMBD, KILN_DIM_EXPERT, ffn_down_exps_b),
+};
+
 /* the window's keys; llama.cpp's defaults when they are absent */
 #define SWA_KEYS .window_key = "attention.sliding_window", .pattern_key = "attention.sliding_window_pattern"
 #define GEMMA_ROW(nm, list, keys, prep, ...)                                                                    \
@@ -207,6 +229,13 @@ static const struct kiln_arch arches[] = {
      * one, base 10000 and no RoPE scaling on local layers */
     GEMMA_ROW("gemma3", gemma3_tensors, gemma3_keys, kiln_gemma3_prepare,
               SWA_KEYS, .window_def = 0, .pattern_def = 6, .freq_base_def = 10000.0),
+    /* gpt-oss: a window on every other layer (the window required), YaRN RoPE, routing by a
+     * softmax over the chosen experts' logits, gpt-oss's clamped SwiGLU */
+    {.name = "gpt-oss", .rope_mode = KT_ROPE_NEOX, TENSORS(gpt_oss_tensors),
+     .window = {SWA_KEYS, .window_def = -1, .pattern_def = 2, .global_scaling = true},
+     .moe = {.allowed = true, .required = true, .ff_key = "expert_feed_forward_length", .ff_required = true,
+             .gating = KILN_GATING_SOFTMAX_CHOSEN, .act = KILN_MOE_SWIGLU_OAI},
+     .yarn = true, .build = kiln_build_gpt_oss, .graph_per_layer = 64, .graph_extra = 64},
     /* window and per-layer pattern required */
     GEMMA_ROW("gemma4", gemma4_tensors, gemma4_keys, kiln_gemma4_prepare,
               SWA_KEYS, .window_def = -1, .pattern_def = -1, .freq_base_def = 10000.0),
@@ -235,6 +264,7 @@ int64_t kiln_dim_size(const struct kiln_hparams *hp, const struct kiln_layer_hp 
     case KILN_DIM_QKV: return head * (n_head + 2 * n_head_kv);
     case KILN_DIM_FF: return n_ff;
     case KILN_DIM_FF2: return 2 * n_ff;
+    case KILN_DIM_HEADS: return n_head;
     case KILN_DIM_EXPERT: return l ? l->n_expert : 0;
     case KILN_DIM_FF_EXP: return l ? l->n_ff_exp : 0;
     }

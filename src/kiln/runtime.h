@@ -37,6 +37,13 @@ struct kiln_layer {
     struct kt_tensor *ffn_gate_inp;              /* [n_embd, n_expert]: the router */
     struct kt_tensor *ffn_gate_exps, *ffn_up_exps; /* [n_embd, n_ff_exp, n_expert] */
     struct kt_tensor *ffn_down_exps;             /* [n_ff_exp, n_embd, n_expert] */
+    /* gpt-oss: biases of the router and of each expert, the attention output's bias and
+     * the attention sinks */
+    struct kt_tensor *ffn_gate_inp_b;            /* [n_expert] */
+    struct kt_tensor *ffn_gate_exps_b, *ffn_up_exps_b; /* [n_ff_exp, n_expert] */
+    struct kt_tensor *ffn_down_exps_b;           /* [n_embd, n_expert] */
+    struct kt_tensor *bo;                        /* [n_embd] */
+    struct kt_tensor *attn_sinks;                /* [n_head]: a logit per head in attention's softmax */
 };
 
 struct kiln_arch;
@@ -60,11 +67,22 @@ struct kiln_layer_hp {
     int64_t n_expert, n_expert_used, n_ff_exp;
 };
 
+/* YaRN RoPE (rope.scaling.type "yarn", rows that allow it): every layer's angles mix
+ * interpolated and unscaled ones over the pairs (kt_rope_params), with llama.cpp's
+ * defaults: beta_fast 32, beta_slow 1, ext_factor 1, attn_factor rope.scaling.attn_factor
+ * (1), the original context rope.scaling.original_context_length (context_length). */
+struct kiln_yarn {
+    bool on;
+    float ext_factor, attn_factor, beta_fast, beta_slow;
+    int64_t n_ctx_orig;
+};
+
 struct kiln_model {
     const struct kiln_arch *arch;
     struct kiln_hparams hp;
     struct kiln_layer_hp *lhp;  /* n_layer */
     int64_t n_swa;              /* window of the KILN_LAYER_ATTN_WINDOW layers (0: there are none) */
+    struct kiln_yarn yarn;      /* YaRN RoPE on every layer where yarn.on */
     void *fam;                  /* the row's family hyper-parameters (its keys, arch/families.h), or NULL */
     char name[128];
     struct gguf_file *gguf;
@@ -117,6 +135,7 @@ enum kiln_dim {
     KILN_DIM_QKV,      /* Q + 2 KV (fused q|k|v rows) */
     KILN_DIM_FF,       /* n_ff */
     KILN_DIM_FF2,      /* 2 n_ff (fused gate|up rows) */
+    KILN_DIM_HEADS,    /* n_head (one value per head: gpt-oss's attention sinks) */
     KILN_DIM_EXPERT,   /* n_expert (a layer's experts) */
     KILN_DIM_FF_EXP,   /* n_ff_exp (one expert's feed-forward width) */
 };
@@ -177,13 +196,25 @@ struct kiln_window_spec {
  * Routing: the router's logits, softmax over every expert, the top n_expert_used
  * of them, their probabilities as the experts' weights, renormalized to sum to 1 when
  * norm_weights. */
+enum kiln_moe_gating {
+    KILN_GATING_SOFTMAX = 0,    /* softmax over every expert, the chosen ones' probabilities */
+    KILN_GATING_SOFTMAX_CHOSEN, /* the top logits chosen, softmax over them alone (gpt-oss) */
+};
+enum kiln_moe_act {
+    KILN_MOE_SWIGLU = 0,        /* silu(gate) * up */
+    KILN_MOE_SWIGLU_OAI,        /* gpt-oss's clamped form (kt_swiglu_oai, alpha 1.702, limit 7) */
+};
 struct kiln_moe_spec {
     bool allowed;      /* the family may have experts */
     bool required;     /* ... and must */
     const char *ff_key;
     bool ff_div_used;
+    bool ff_required;  /* ff_key must be in the file */
     bool norm_weights;
+    enum kiln_moe_gating gating;
+    enum kiln_moe_act act;
 };
+
 
 /* One row per architecture: everything that says what it is. The common
  * hyper-parameters (context, widths, heads, RoPE, norms) are read for every row;
@@ -199,6 +230,7 @@ struct kiln_arch {
     size_t n_keys, fam_size;
     struct kiln_window_spec window;
     struct kiln_moe_spec moe;
+    bool yarn;     /* the family may scale RoPE by YaRN (else that scaling type is refused) */
     /* after every key is read: derived family values, and what the row refuses, by name (may be NULL) */
     bool (*prepare)(struct kiln_model *m, char *err, size_t errlen);
     /* builds and returns the logits tensor [n_vocab, n_outputs] */
@@ -214,6 +246,7 @@ int64_t kiln_dim_size(const struct kiln_hparams *hp, const struct kiln_layer_hp 
 bool kiln_load_hparams(struct kiln_model *m, const char *arch, int64_t n_vocab, char *err, size_t errlen);
 struct kt_tensor *kiln_build_llama(const struct kiln_graph_in *in);
 struct kt_tensor *kiln_build_gemma(const struct kiln_graph_in *in); /* arch/gemma.c */
+struct kt_tensor *kiln_build_gpt_oss(const struct kiln_graph_in *in); /* arch/gpt_oss.c */
 /* The routed feed-forward of layer il over cur [n_embd, T] (arch/moe.c): the row's
  * routing, SwiGLU experts, their outputs weighted and summed: [n_embd, T]. */
 struct kt_tensor *kiln_moe_ffn(const struct kiln_graph_in *in, int il, struct kt_tensor *cur);

@@ -47,10 +47,14 @@ static const struct preset presets[] = {
     /* Qwen3-30B-A3B's shape: 48 layers of 128 experts (8 used, 768 wide), head 128, untied */
     {"qwen3-30b-a3b", 2048, 48, 32, 4, 6144, 151936, 40960, "qwen3moe", 128, 0, 0.0f, 0.0f, 0, false, 128, 8, 768,
      1e6},
+    /* gpt-oss-20b's shape: 24 layers of 32 experts (4 used, 2880 wide), head 64, a window of
+     * 128 on every other layer, YaRN by 32 over 4096 positions */
+    {"gpt-oss-20b", 2880, 24, 64, 8, 2880, 201088, 131072, "gpt-oss", 64, 128, 0.0f, 0.0f, 32.0f, false, 32, 4, 2880,
+     150000},
 };
 
 static const char *const preset_names[] = {"tiny", "small", "tinyllama-1.1b", "llama-7b", "gemma3-4b",
-                                           "qwen3-30b-a3b", NULL};
+                                           "qwen3-30b-a3b", "gpt-oss-20b", NULL};
 
 const char *const *kiln_synth_presets(void) { return preset_names; }
 
@@ -101,6 +105,7 @@ struct stensor {
     enum kt_type type;
     int64_t index;  /* stream id */
     bool ones;      /* norm weights: 1.0 */
+    float std;      /* else random values of this std */
     const struct srun *run;
 };
 
@@ -141,7 +146,7 @@ static bool gen_rows(void *ctx, int64_t r0, int64_t r1, char *err, size_t errlen
                 for (int64_t j = 0; j < ne0; j++) f[i * ne0 + j] = c;
             else if (t->ones)
                 for (int64_t j = 0; j < ne0; j++) f[i * ne0 + j] = 1.0f;
-            else random_row(t->run->seed, t->index, r + i, WEIGHT_STD, f + i * ne0, ne0);
+            else random_row(t->run->seed, t->index, r + i, t->std, f + i * ne0, ne0);
         }
         if (kt_quantize_chunk(t->type, f, sl->buf + (size_t)(r - sl->row0) * row, nr, ne0, NULL) == 0)
             ok = kiln_errf(err, errlen, "%s", kt_last_error());
@@ -309,6 +314,7 @@ static bool ftype_of(enum kt_type t, enum kiln_ftype *out) {
     case KT_TYPE_BF16: *out = KILN_FTYPE_MOSTLY_BF16; return true;
     case KT_TYPE_Q8_0: *out = KILN_FTYPE_MOSTLY_Q8_0; return true;
     case KT_TYPE_Q4_0: *out = KILN_FTYPE_MOSTLY_Q4_0; return true;
+    case KT_TYPE_MXFP4: *out = KILN_FTYPE_MOSTLY_MXFP4_MOE; return true;
     default: return false;
     }
 }
@@ -321,7 +327,8 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
     if (!ps) return kiln_errf(err, errlen, "unknown preset '%s'", p->preset);
     enum kiln_ftype ftype;
     if (!ftype_of(p->type, &ftype))
-        return kiln_errf(err, errlen, "type %s is not one synth makes (F32, F16, BF16, Q8_0, Q4_0)", kt_type_name(p->type));
+        return kiln_errf(err, errlen, "type %s is not one synth makes (F32, F16, BF16, Q8_0, Q4_0, MXFP4)",
+                         kt_type_name(p->type));
 
     const char *arch_name = p->arch ? p->arch : ps->arch ? ps->arch : "llama";
     /* Mixtral: a llama file whose layers route through experts */
@@ -440,7 +447,8 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
         t->ne[1] = kiln_dim_size(&hp, l, sp->ne1);
         t->ne[2] = kiln_dim_size(&hp, l, sp->ne2);
         t->n_dims = sp->ne1 == KILN_DIM_NONE ? 1 : sp->ne2 == KILN_DIM_NONE ? 2 : 3;
-        t->ones = t->n_dims == 1; /* norms (and biases) of ones */
+        t->std = WEIGHT_STD;
+        t->ones = t->n_dims == 1 && !kiln_synth_random_1d(arch_name, sp->name, &t->std); /* norms (biases) of ones */
         t->index = n_t;
         t->run = &run;
         names[n_t++] = t->name;

@@ -29,6 +29,8 @@ bool kiln_synth_family(struct gguf_writer *w, const char *arch, const struct kil
 bool kiln_synth_wants(const char *arch, const struct kiln_tensor_spec *spec, const struct kiln_layer_hp *l);
 /* A tensor's fixed value instead of random weights or ones (true with *value set) */
 bool kiln_synth_constant(const char *arch, const char *name, float *value);
+/* A 1-D tensor with random values of this std instead of ones (gpt-oss's biases and sinks) */
+bool kiln_synth_random_1d(const char *arch, const char *name, float *std);
 /* rope_freqs of Gemma 4's proportional RoPE: 1 for the first quarter of the pairs, 1e30 (no turn) after */
 bool kiln_synth_rope_freqs(const char *arch, const char *name, int64_t i, int64_t n, float *value);
 

@@ -20,14 +20,16 @@ static void usage(FILE *f) {
     fprintf(f, "usage: kiln synth --preset NAME -o OUT.gguf [options]\n\n"
                "  --preset NAME      tiny (2 layers, 64 embd), small (8 layers, 256 embd, GQA 4),\n"
                "                     tinyllama-1.1b, llama-7b, gemma3-4b (gemma3 unless --arch says),\n"
-               "                     qwen3-30b-a3b (qwen3moe: 128 experts, 8 used)\n"
+               "                     qwen3-30b-a3b (qwen3moe: 128 experts, 8 used), gpt-oss-20b (gpt-oss:\n"
+               "                     32 experts, 4 used)\n"
                "  -o, --output FILE  the GGUF file to write\n"
                "  --arch NAME        llama (default), qwen2, qwen3, phi3, gemma2, gemma3, gemma4, qwen3moe,\n"
-               "                     mixtral (a llama file with experts): that architecture's tensors and\n"
+               "                     gpt-oss, mixtral (a llama file with experts): that architecture's tensors and\n"
                "                     keys (Gemma: a sliding window of 16 tokens on tiny, 32 on small;\n"
                "                     experts: 4, 2 used per token, on the presets without their own)\n"
                "  --layers N         N layers instead of the preset's (1-512)\n"
-               "  --type TYPE        F32, F16 (default), BF16, Q8_0, Q4_0 (llama.cpp's mix for that type)\n"
+               "  --type TYPE        F32, F16 (default), BF16, Q8_0, Q4_0, MXFP4 (llama.cpp's mix for that\n"
+               "                     type; MXFP4: expert stacks MXFP4, other matrices Q8_0)\n"
                "  --vocab FILE       take the tokenizer from this GGUF file (default: a synthetic\n"
                "                     byte-fallback SentencePiece vocabulary)\n"
                "  --seed N           random seed (default 0); same seed, same bytes on any machine\n"
@@ -68,8 +70,8 @@ int cmd_synth(int argc, char **argv) {
             if (!(v = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
             if (!kt_type_from_name(v, &p.type) ||
                 (p.type != KT_TYPE_F32 && p.type != KT_TYPE_F16 && p.type != KT_TYPE_BF16 &&
-                 p.type != KT_TYPE_Q8_0 && p.type != KT_TYPE_Q4_0))
-                return tool_usage_error(CMD, "unknown --type '%s' (F32, F16, BF16, Q8_0, Q4_0)", v);
+                 p.type != KT_TYPE_Q8_0 && p.type != KT_TYPE_Q4_0 && p.type != KT_TYPE_MXFP4))
+                return tool_usage_error(CMD, "unknown --type '%s' (F32, F16, BF16, Q8_0, Q4_0, MXFP4)", v);
         } else if (!strcmp(a, "--seed")) {
             int64_t s;
             if (!(v = tool_arg_value(CMD, argc, argv, &i)) || !tool_parse_i64(CMD, a, v, 0, INT64_MAX, &s))
