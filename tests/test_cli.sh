@@ -117,6 +117,18 @@ PY
 "$KILN" bench -m "$G3" -p 16 -n 1 -r 1 -c 4096 > "$tmp/bench3.md" || bad "bench gemma3 md"
 grep -q "KV cache at n_ctx 4096: 2.62 MiB (every layer over every position: 12.00 MiB; 21.9%)" "$tmp/bench3.md" &&
   ok || bad "bench KV line: $(tail -1 "$tmp/bench3.md")"
+# a mixture of experts: the bound on the bytes a token reads (2 of 8 experts), beside the file's
+Q3M=$SHARED/models/families/qwen3moe-kjv-q4_0.gguf
+"$KILN" bench -m "$Q3M" -p 8 -n 2 -r 1 > "$tmp/benchm.md" || bad "bench qwen3moe"
+grep -q "^experts: 2 used of 8; active bytes per token 8.26 MiB (11.35 M parameters); tg bound on them" "$tmp/benchm.md" &&
+  ok || bad "bench experts line: $(grep experts "$tmp/benchm.md")"
+"$KILN" bench -m "$Q3M" -p 8 -n 2 -r 1 -o json > "$tmp/benchm.json" || bad "bench qwen3moe json"
+python3 - "$tmp/benchm.json" "$tmp/bench.json" <<'PY' && ok || bad "bench experts json"
+import json, sys
+m, l = json.load(open(sys.argv[1]))[1], json.load(open(sys.argv[2]))[0]
+assert m["n_expert"] == 8 and m["n_expert_used"] == 2 and 0 < m["model_size_active"] < m["model_size"], m
+assert l["n_expert"] == 0 and l["model_size_active"] < l["model_size"], l
+PY
 # llama-bench's lists: every (threads, depth, test) combination, in that order, with
 # llama-bench's field names, the samples, and the bandwidth per thread count
 "$KILN" bench -m "$M" -p 8,16 -n 2 -d 0,24 -t 1,2 -r 2 -o json > "$tmp/bench2.json" || bad "bench lists"

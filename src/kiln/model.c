@@ -308,6 +308,43 @@ const struct gguf_file *kiln_model_gguf(const struct kiln_model *m) { return m->
 int64_t kiln_model_n_params(const struct kiln_model *m) { return m->n_params; }
 size_t kiln_model_size(const struct kiln_model *m) { return m->weight_bytes; }
 
+void kiln_model_experts(const struct kiln_model *m, int64_t *n_expert, int64_t *n_expert_used) {
+    const bool moe = m->lhp && m->hp.n_layer > 0;
+    if (n_expert) *n_expert = moe ? m->lhp[0].n_expert : 0;
+    if (n_expert_used) *n_expert_used = moe ? m->lhp[0].n_expert_used : 0;
+}
+
+/* Walks the bound weights (views are their source's rows, counted once). */
+static void active(const struct kiln_model *m, int64_t *params, size_t *bytes) {
+    int64_t n_expert = 0, n_used = 0;
+    kiln_model_experts(m, &n_expert, &n_used);
+    double p = 0, b = 0;
+    for (struct kt_tensor *t = m->wctx ? kt_get_first_tensor(m->wctx) : NULL; t; t = kt_get_next_tensor(m->wctx, t)) {
+        if (t->view_src) continue;
+        double share = 1.0;
+        if (t == m->tok_embd && m->output != m->tok_embd) share = 1.0 / (double)t->ne[1]; /* one row */
+        else if (n_expert > 0 && strstr(t->name, "_exps.")) share = (double)n_used / (double)n_expert;
+        p += share * (double)kt_nelements(t);
+        b += share * (double)kt_nbytes(t);
+    }
+    *params = (int64_t)(p + 0.5);
+    *bytes = (size_t)(b + 0.5);
+}
+
+int64_t kiln_model_n_params_active(const struct kiln_model *m) {
+    int64_t p;
+    size_t b;
+    active(m, &p, &b);
+    return p;
+}
+
+size_t kiln_model_size_active(const struct kiln_model *m) {
+    int64_t p;
+    size_t b;
+    active(m, &p, &b);
+    return b;
+}
+
 void kiln_model_desc(const struct kiln_model *m, char *buf, size_t size) {
     /* the most common 2-D weight type names the model, as llama-bench does */
     int64_t count[KT_TYPE_COUNT] = {0};
