@@ -346,10 +346,10 @@ size_t kiln_model_size_active(const struct kiln_model *m) {
 }
 
 void kiln_model_desc(const struct kiln_model *m, char *buf, size_t size) {
-    /* the most common 2-D weight type names the model, as llama-bench does */
+    /* the most common matrix type (expert stacks included) names the model, as llama-bench does */
     int64_t count[KT_TYPE_COUNT] = {0};
     for (struct kt_tensor *t = m->wctx ? kt_get_first_tensor(m->wctx) : NULL; t; t = kt_get_next_tensor(m->wctx, t))
-        if (kt_n_dims(t) == 2 && !t->view_src && (unsigned)t->type < KT_TYPE_COUNT) count[t->type] += kt_nelements(t);
+        if (kt_n_dims(t) >= 2 && !t->view_src && (unsigned)t->type < KT_TYPE_COUNT) count[t->type] += kt_nelements(t);
     int best = 0;
     for (int i = 1; i < KT_TYPE_COUNT; i++)
         if (count[i] > count[best]) best = i;
