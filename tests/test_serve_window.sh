@@ -32,8 +32,11 @@ def window_metric():
     check("the window metric is exported", m is not None)
     return float(m.group(1)) if m else -1
 
-_, _, tok, _ = request(port, "POST", "/tokenize", {"content": text})
-ids = tok["tokens"]
+ids = []  # /tokenize takes at most a context's worth of text: ask in pieces (ids only need to be real text)
+for k in range(0, 8000, 1000):
+    _, _, tok, raw = request(port, "POST", "/tokenize", {"content": text[k:k + 1000]})
+    check("tokenize 200", tok is not None and "tokens" in tok, raw[:200])
+    ids += (tok or {}).get("tokens", [])
 check("text long enough", len(ids) >= 400, len(ids))
 first = [1] + ids[:300]
 complete(port, first, n=30)  # positions 0..329: the windowed cache (256 cells) takes cells back

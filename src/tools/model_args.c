@@ -201,7 +201,8 @@ const char *gen_args_help(void) {
            "  --temp T                temperature (default 0.8; 0 = greedy)\n"
            "  --top-k K, --top-p P, --min-p P, --typical P   (defaults 40, 0.95, 0.05, 1.0)\n"
            "  --repeat-penalty X, --repeat-last-n N, --frequency-penalty X, --presence-penalty X\n"
-           "  -s, --seed N            seed of the random draw (same seed, same text on any machine)\n"
+           "  -s, --seed N            seed of the random draw (same seed and logits, same draw; the\n"
+           "                          logits differ in their last bits between CPU kernels)\n"
            "  --grammar GBNF, --grammar-file FILE   output held to a GBNF grammar (llama.cpp's format)\n"
            "  -j, --json-schema SCHEMA, -jf, --json-schema-file FILE   output is JSON valid for the schema\n";
 }
