@@ -234,7 +234,8 @@ int main(void) {
     expect_refused("gpt-oss without its expert width",
                    &(struct edit){.path = synth_path, .drop_key = "gpt-oss.expert_feed_forward_length"},
                    "missing hyper-parameter gpt-oss.expert_feed_forward_length");
-    expect_refused("gpt-oss without sinks", &(struct edit){.path = synth_path, .drop_tensor = "blk.1.attn_sinks.weight"},
+    expect_refused("gpt-oss without sinks",
+                   &(struct edit){.path = synth_path, .drop_tensor = "blk.1.attn_sinks.weight"},
                    "missing tensor 'blk.1.attn_sinks.weight'");
     expect_refused("gpt-oss expert biases of the wrong width",
                    &(struct edit){.path = synth_path, .swap_tensor = "blk.0.ffn_up_exps.bias",

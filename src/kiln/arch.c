@@ -56,17 +56,19 @@ enum { REQ = false, OPT = true };
     L("ffn_up.weight", REQ, KILN_DIM_EMBD, KILN_DIM_FF, w_up)
 
 /* a required per-layer tensor held only by dense layers or only by routed ones */
-#define LW(nm, d0, d1, d2, f, w) {.name = nm, .per_layer = true, .ne0 = d0, .ne1 = d1, .ne2 = d2, .when = w, .field = FIELD_L(f)}
+#define LW(nm, d0, d1, d2, f, w) \
+    {.name = nm, .per_layer = true, .ne0 = d0, .ne1 = d1, .ne2 = d2, .when = w, .field = FIELD_L(f)}
 #define FFN_DENSE                                                                                 \
     LW("ffn_gate.weight", KILN_DIM_EMBD, KILN_DIM_FF, KILN_DIM_NONE, w_gate, KILN_WHEN_DENSE),   \
     LW("ffn_up.weight", KILN_DIM_EMBD, KILN_DIM_FF, KILN_DIM_NONE, w_up, KILN_WHEN_DENSE),       \
     LW("ffn_down.weight", KILN_DIM_FF, KILN_DIM_EMBD, KILN_DIM_NONE, w_down, KILN_WHEN_DENSE)
 /* the routed feed-forward (arch/moe.c): a router and SwiGLU experts, one matrix per expert */
-#define FFN_EXPERTS                                                                                           \
-    LW("ffn_gate_inp.weight", KILN_DIM_EMBD, KILN_DIM_EXPERT, KILN_DIM_NONE, ffn_gate_inp, KILN_WHEN_EXPERTS), \
-    LW("ffn_gate_exps.weight", KILN_DIM_EMBD, KILN_DIM_FF_EXP, KILN_DIM_EXPERT, ffn_gate_exps, KILN_WHEN_EXPERTS), \
-    LW("ffn_up_exps.weight", KILN_DIM_EMBD, KILN_DIM_FF_EXP, KILN_DIM_EXPERT, ffn_up_exps, KILN_WHEN_EXPERTS),  \
-    LW("ffn_down_exps.weight", KILN_DIM_FF_EXP, KILN_DIM_EMBD, KILN_DIM_EXPERT, ffn_down_exps, KILN_WHEN_EXPERTS)
+#define EXPERTS KILN_WHEN_EXPERTS
+#define FFN_EXPERTS                                                                                 \
+    LW("ffn_gate_inp.weight", KILN_DIM_EMBD, KILN_DIM_EXPERT, KILN_DIM_NONE, ffn_gate_inp, EXPERTS),   \
+    LW("ffn_gate_exps.weight", KILN_DIM_EMBD, KILN_DIM_FF_EXP, KILN_DIM_EXPERT, ffn_gate_exps, EXPERTS), \
+    LW("ffn_up_exps.weight", KILN_DIM_EMBD, KILN_DIM_FF_EXP, KILN_DIM_EXPERT, ffn_up_exps, EXPERTS),     \
+    LW("ffn_down_exps.weight", KILN_DIM_FF_EXP, KILN_DIM_EMBD, KILN_DIM_EXPERT, ffn_down_exps, EXPERTS)
 
 static const struct kiln_tensor_spec llama_tensors[] = {
     HEAD_TENSORS,
@@ -179,7 +181,7 @@ static const struct kiln_key_spec gemma4_keys[] = {
 
 /* ---- gpt-oss (arch/gpt_oss.c): biases, attention sinks, a norm before the routed
  * feed-forward named post_attention_norm, biased router and experts */
-#define BIAS(nm, d0, d1, f) {.name = nm, .per_layer = true, .ne0 = d0, .ne1 = d1, .when = KILN_WHEN_EXPERTS, .field = FIELD_L(f)}
+#define BIAS(nm, d0, d1, f) LW(nm, d0, d1, KILN_DIM_NONE, f, EXPERTS)
 static const struct kiln_tensor_spec gpt_oss_tensors[] = {
     G("token_embd.weight", REQ, KILN_DIM_EMBD, KILN_DIM_VOCAB, tok_embd),
     G("output_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, output_norm),

@@ -167,12 +167,15 @@ static void release_mapped(void *data, const void *addr, size_t size) {
 
 /* ------------------------------------------------------------------ GPU offload */
 
-/* Whether weight t goes to the GPU: layers from gpu_layer0 on, the output when asked, and
- * rope_freqs (every layer's rope reads it) with any layer. The token embedding stays: only
- * get_rows reads it, on the CPU, like llama.cpp. */
+/* Whether weight t goes to the GPU: layers from gpu_layer0 on but their expert stacks, the
+ * output when asked, and rope_freqs (every layer's rope reads it) with any layer. The token
+ * embedding stays: only get_rows reads it, on the CPU, like llama.cpp. */
 static bool on_gpu(const struct kt_tensor *t, void *data) {
     const struct kiln_model *m = data;
     int il;
+    /* expert stacks (and their biases) stay: only the CPU has expert kernels, and the
+     * scheduler would copy a whole stack to it each step */
+    if (strstr(t->name, "_exps.")) return false;
     if (sscanf(t->name, "blk.%d.", &il) == 1) return il >= m->gpu_layer0;
     if (t == m->tok_embd) return false;
     if (t == m->output || t == m->output_norm) return m->gpu_output;
