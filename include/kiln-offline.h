@@ -95,7 +95,7 @@ bool kiln_quantize_file(const char *in, const char *out, const struct kiln_quant
  */
 struct kiln_synth_params {
     const char *preset;     /* "tiny", "tinyllama-1.1b", "llama-7b" */
-    const char *arch;       /* an architecture kiln runs (its required tensors); NULL: "llama" */
+    const char *arch;       /* an architecture kiln runs (its required tensors), "mixtral"; NULL: "llama" */
     enum kt_type type;      /* F32, F16, BF16, Q8_0, Q4_0 (quantized: llama.cpp's mix for that type) */
     const char *vocab_path; /* GGUF file whose tokenizer.* keys to use, or NULL for a synthetic SPM vocab */
     uint64_t seed;
@@ -104,10 +104,14 @@ struct kiln_synth_params {
     int n_threads;          /* <= 0: 1; the bytes are the same for any count */
     kiln_progress_fn progress;
     void *progress_data;
+    int64_t n_layers;       /* > 0: this many layers instead of the preset's (a slice of a big model) */
 };
 struct kiln_synth_params kiln_synth_default_params(void); /* tiny, F16, seed 0 */
 /* Names of the presets, NULL-terminated. */
 const char *const *kiln_synth_presets(void);
+/* Whether synth makes files of arch: a row of the architecture table, or "mixtral" (a
+ * llama file whose layers route through experts). */
+bool kiln_synth_arch_known(const char *arch);
 bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, size_t errlen);
 
 #ifdef __cplusplus

@@ -320,6 +320,16 @@ const char *kiln_model_arch(const struct kiln_model *model);
 const char *kiln_model_name(const struct kiln_model *model);
 int64_t kiln_model_n_params(const struct kiln_model *model);
 size_t kiln_model_size(const struct kiln_model *model); /* bytes of weights */
+/* Mixtures of experts: experts per layer and how many serve each token (0 and 0 for a dense
+ * model; NULL pointers are skipped). */
+void kiln_model_experts(const struct kiln_model *model, int64_t *n_expert, int64_t *n_expert_used);
+/* What one token's forward pass reads: the parameters and weight bytes of every tensor but
+ * the token embedding (one row of it; all of it when the output is tied to it), the expert
+ * stacks and their biases counted n_expert_used of n_expert (the bandwidth bound of
+ * generation for a mixture of experts). A dense model's active size is its size less the
+ * untied embedding. */
+int64_t kiln_model_n_params_active(const struct kiln_model *model);
+size_t kiln_model_size_active(const struct kiln_model *model);
 /* e.g. "llama 4L 256E Q4_0" for bench tables */
 void kiln_model_desc(const struct kiln_model *model, char *buf, size_t size);
 

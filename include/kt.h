@@ -214,7 +214,8 @@ enum kt_op {
                            nothing else: not on which other cells lie between its own, nor, with an order
                            by position, on where its cells sit; params: float scale, float softcap (0: none,
                            else each score q.k * scale becomes softcap * tanh(q.k * scale / softcap)
-                           before the mask is added) */
+                           before the mask is added); src5 sinks F32 [H] (optional): head h's softmax
+                           also counts exp(sinks[h]) in its denominator (gpt-oss) */
     KT_OP_RESHAPE,      /* no-op views: no kernel */
     KT_OP_VIEW,
     KT_OP_PERMUTE,
@@ -413,6 +414,12 @@ struct kt_tensor *kt_get_rows(struct kt_context *ctx, struct kt_tensor *a, struc
 struct kt_tensor *kt_geglu(struct kt_context *ctx, struct kt_tensor *a, struct kt_tensor *b);
 /* KT_OP_SOFTCAP: cap * tanh(a / cap), F32; cap > 0 (Gemma's final logits) */
 struct kt_tensor *kt_softcap(struct kt_context *ctx, struct kt_tensor *a, float cap);
+/* kt_attn_ext with attention sinks (gpt-oss): sinks F32 [H], one learned logit per head that
+ * joins the softmax's denominator (exp(sink - max) added to the sum, the max taken over it
+ * too) and adds nothing to the output: a head can attend to "nothing". */
+struct kt_tensor *kt_attn_ext_sinks(struct kt_context *ctx, struct kt_tensor *q, struct kt_tensor *k,
+                                    struct kt_tensor *v, struct kt_tensor *mask, struct kt_tensor *order, float scale,
+                                    struct kt_tensor *sinks);
 /* kt_attn_ext with the scores soft-capped (Gemma 2's attn_logit_softcapping); softcap > 0 */
 struct kt_tensor *kt_attn_ext_softcap(struct kt_context *ctx, struct kt_tensor *q, struct kt_tensor *k,
                                       struct kt_tensor *v, struct kt_tensor *mask, struct kt_tensor *order, float scale,

@@ -8,7 +8,8 @@
  * property the server's prefix sharing and cache compaction need), and when
  * they are shuffled and the order input lists them in the sequence's order; a
  * token that sees no cell gets zeros. Soft-capped scores (kt_attn_ext_softcap:
- * cap * tanh(q.k * scale / cap) before the mask, Gemma 2's attention) the same way.
+ * cap * tanh(q.k * scale / cap) before the mask, Gemma 2's attention) and sinks
+ * (kt_attn_ext_sinks: a logit per head in the softmax's denominator, gpt-oss) the same way.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -29,7 +30,12 @@ struct attn_case {
     int64_t D, H, Hkv, T, n_kv;
     enum kt_type kv_type;
     float softcap; /* 0: kt_attn_ext; else kt_attn_ext_softcap */
+    bool sinks;    /* kt_attn_ext_sinks with sink_of(h) per head */
 };
+
+/* head h's sink: from below to above the scores' size (about +-1), so that some heads
+ * give the sink most of their weight and others little */
+static float sink_of(int64_t h) { return -2.0f + 0.75f * (float)h; }
 
 /* out [D, H, T] of attention over a cache of n_kv cells; cell c of the cache holds
  * cell perm[c] of k/v ([D, n_src, Hkv]; noise where perm[c] < 0); mask[t][c] as given. */
@@ -59,9 +65,11 @@ static void run(const struct attn_case *ac, int64_t n_src, const float *q, const
         to = kt_new_tensor_1d(ctx, KT_TYPE_I32, n);
         memcpy(to->data, order, (size_t)n * sizeof(int32_t));
     }
-    struct kt_tensor *o = ac->softcap > 0.0f
-                              ? kt_attn_ext_softcap(ctx, tq, tk, tv, tm, to, 1.0f / sqrtf((float)D), ac->softcap)
-                              : kt_attn_ext(ctx, tq, tk, tv, tm, to, 1.0f / sqrtf((float)D));
+    struct kt_tensor *ts = kt_new_tensor_1d(ctx, KT_TYPE_F32, H);
+    for (int64_t h = 0; h < H; h++) ((float *)ts->data)[h] = sink_of(h);
+    struct kt_tensor *o = ac->softcap > 0.0f ? kt_attn_ext_softcap(ctx, tq, tk, tv, tm, to, 1.0f / sqrtf((float)D), ac->softcap)
+                          : ac->sinks        ? kt_attn_ext_sinks(ctx, tq, tk, tv, tm, to, 1.0f / sqrtf((float)D), ts)
+                                             : kt_attn_ext(ctx, tq, tk, tv, tm, to, 1.0f / sqrtf((float)D));
     CHECK(o != NULL);
     struct kt_cgraph *gf = kt_new_graph(ctx);
     kt_build_forward_expand(gf, o);
@@ -85,7 +93,7 @@ static void reference(const struct attn_case *ac, const float *q, const float *k
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < H; h++) {
             const int64_t kh = h / G;
-            double mx = -INFINITY, sum = 0;
+            double mx = ac->sinks ? sink_of(h) : -INFINITY, sum = ac->sinks ? 1.0 : 0.0; /* exp(sink - mx), rescaled below */
             for (int64_t c = 0; c < n; c++) {
                 s[c] = -INFINITY;
                 if (mask[t * n + c] == -INFINITY) continue;
@@ -96,6 +104,7 @@ static void reference(const struct attn_case *ac, const float *q, const float *k
                 s[c] = d + mask[t * n + c];
                 if (s[c] > mx) mx = s[c];
             }
+            if (ac->sinks) sum = exp(sink_of(h) - mx);
             for (int64_t c = 0; c < n; c++) sum += s[c] == -INFINITY ? 0 : exp(s[c] - mx);
             for (int64_t i = 0; i < D; i++) {
                 double acc = 0;
@@ -126,8 +135,9 @@ static void check_case(const struct attn_case *ac0, const char *isa) {
     run(&ac, n, q, k, v, mask, ident, NULL, 1, got);
     reference(&ac, q, k, v, mask, want);
     char label[128];
-    snprintf(label, sizeof label, "%s attn D=%lld H=%lld/%lld T=%lld n_kv=%lld %s softcap %g", isa, (long long)D,
-             (long long)H, (long long)ac.Hkv, (long long)T, (long long)n, kt_type_name(ac.kv_type), (double)ac.softcap);
+    snprintf(label, sizeof label, "%s attn D=%lld H=%lld/%lld T=%lld n_kv=%lld %s softcap %g%s", isa, (long long)D,
+             (long long)H, (long long)ac.Hkv, (long long)T, (long long)n, kt_type_name(ac.kv_type), (double)ac.softcap,
+             ac.sinks ? " sinks" : "");
     CHECKF(tu_close(label, got, want, no, 2e-5, 2e-4), "%s: against the double reference", label);
     if (T >= 3)
         for (int64_t i = 0; i < D * H; i++) CHECKF(got[i] == 0.0f, "%s: a token that sees no cell", label);
@@ -191,10 +201,14 @@ static void check_case(const struct attn_case *ac0, const char *isa) {
 
 int main(void) {
     static const struct attn_case cases[] = {
-        {64, 8, 2, 1, 37, KT_TYPE_F16, 0},  {64, 8, 2, 5, 70, KT_TYPE_F16, 0}, {32, 4, 4, 3, 17, KT_TYPE_F32, 0},
-        {128, 6, 1, 4, 50, KT_TYPE_F16, 0}, {64, 4, 2, 2, 33, KT_TYPE_Q8_0, 0}, {24, 2, 1, 3, 9, KT_TYPE_F16, 0},
+        {64, 8, 2, 1, 37, KT_TYPE_F16, 0, false},  {64, 8, 2, 5, 70, KT_TYPE_F16, 0, false},
+        {32, 4, 4, 3, 17, KT_TYPE_F32, 0, false},  {128, 6, 1, 4, 50, KT_TYPE_F16, 0, false},
+        {64, 4, 2, 2, 33, KT_TYPE_Q8_0, 0, false}, {24, 2, 1, 3, 9, KT_TYPE_F16, 0, false},
         /* soft-capped: a cap near the scores' size bends every one of them */
-        {64, 8, 2, 5, 70, KT_TYPE_F16, 0.5f}, {32, 4, 4, 3, 17, KT_TYPE_F32, 1.0f},
+        {64, 8, 2, 5, 70, KT_TYPE_F16, 0.5f, false}, {32, 4, 4, 3, 17, KT_TYPE_F32, 1.0f, false},
+        /* sinks (gpt-oss): grouped heads with sinks of their own, F16 and F32 caches */
+        {64, 8, 2, 5, 70, KT_TYPE_F16, 0, true}, {32, 4, 4, 3, 17, KT_TYPE_F32, 0, true},
+        {64, 8, 2, 1, 37, KT_TYPE_F16, 0, true},
     };
     static const char *isas[] = {"ref", NULL};
     for (size_t i = 0; i < 2; i++) {
@@ -220,6 +234,9 @@ int main(void) {
     CHECK(strstr(kt_last_error(), "order") != NULL);
     CHECK(kt_attn_ext_softcap(ctx, q, k2, k2, NULL, NULL, 1.0f, 0.0f) == NULL); /* a cap of 0 */
     CHECK(strstr(kt_last_error(), "softcap") != NULL);
+    struct kt_tensor *s4 = kt_new_tensor_1d(ctx, KT_TYPE_F32, 4); /* sinks for 4 heads of 6 */
+    CHECK(kt_attn_ext_sinks(ctx, q, k2, k2, NULL, NULL, 1.0f, s4) == NULL);
+    CHECK(strstr(kt_last_error(), "one F32 value per head") != NULL);
     kt_free(ctx);
     return tu_finish("test_attn");
 }

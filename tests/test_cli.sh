@@ -43,7 +43,7 @@ done
 
 # run --temp 0: llama.cpp's greedy tokens up to the first near-tie
 for ref in "$SHARED"/reference/{kjv-q8_0-0,qwen2-kjv-q8_0-1,llama3-kjv-q4_0-0,qwen3-kjv-q4_0-2,phi3-kjv-q4_0-3}.json \
-           "$SHARED"/reference/families/gemma3-kjv-q4_0-{0,1}.json; do
+           "$SHARED"/reference/families/{gemma3,qwen3moe}-kjv-q4_0-{0,1}.json; do
   model=$(dirname "$ref" | sed 's|/reference|/models|')/$(basename "$ref" | sed 's/-[0-9]*\.json$/.gguf/')
   prompt=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prompt"], end="")' "$ref")
   "$KILN" run -m "$model" -p "$prompt" -n 24 --temp 0 --json > "$tmp/run.json" || bad "run $model"
@@ -66,7 +66,7 @@ c=$("$KILN" run -m "$M" -p "And God said" -n 24 --seed 8 --temp 1)
 # perplexity within 0.5% of llama.cpp's
 # (gemma3: sliding-window layers, every chunk crossing the window of 8)
 for f in kjv-q8_0.gguf qwen2-kjv-q8_0.gguf llama3-kjv-q4_0.gguf qwen3-kjv-q4_0.gguf phi3-kjv-q4_0.gguf \
-         families/gemma3-kjv-q4_0.gguf; do
+         families/gemma3-kjv-q4_0.gguf families/qwen3moe-kjv-q4_0.gguf; do
   "$KILN" perplexity -m "$SHARED/models/$f" -f "$SHARED/text/kjv_test_a.txt" -c 128 --json > "$tmp/ppl.json" 2>/dev/null || bad "perplexity $f"
   python3 - "$SHARED/reference/$(dirname "$f" | sed 's|^\.$||')/perplexity.json" "$tmp/ppl.json" "$(basename "$f")" <<'PY' && ok || bad "perplexity of $f"
 import json, sys
@@ -117,6 +117,18 @@ PY
 "$KILN" bench -m "$G3" -p 16 -n 1 -r 1 -c 4096 > "$tmp/bench3.md" || bad "bench gemma3 md"
 grep -q "KV cache at n_ctx 4096: 2.62 MiB (every layer over every position: 12.00 MiB; 21.9%)" "$tmp/bench3.md" &&
   ok || bad "bench KV line: $(tail -1 "$tmp/bench3.md")"
+# a mixture of experts: the bound on the bytes a token reads (2 of 8 experts), beside the file's
+Q3M=$SHARED/models/families/qwen3moe-kjv-q4_0.gguf
+"$KILN" bench -m "$Q3M" -p 8 -n 2 -r 1 > "$tmp/benchm.md" || bad "bench qwen3moe"
+grep -q "^experts: 2 used of 8; active bytes per token 8.26 MiB (11.35 M parameters); tg bound on them" "$tmp/benchm.md" &&
+  ok || bad "bench experts line: $(grep experts "$tmp/benchm.md")"
+"$KILN" bench -m "$Q3M" -p 8 -n 2 -r 1 -o json > "$tmp/benchm.json" || bad "bench qwen3moe json"
+python3 - "$tmp/benchm.json" "$tmp/bench.json" <<'PY' && ok || bad "bench experts json"
+import json, sys
+m, l = json.load(open(sys.argv[1]))[1], json.load(open(sys.argv[2]))[0]
+assert m["n_expert"] == 8 and m["n_expert_used"] == 2 and 0 < m["model_size_active"] < m["model_size"], m
+assert l["n_expert"] == 0 and l["model_size_active"] < l["model_size"], l
+PY
 # llama-bench's lists: every (threads, depth, test) combination, in that order, with
 # llama-bench's field names, the samples, and the bandwidth per thread count
 "$KILN" bench -m "$M" -p 8,16 -n 2 -d 0,24 -t 1,2 -r 2 -o json > "$tmp/bench2.json" || bad "bench lists"

@@ -127,4 +127,28 @@ for e in json.load(open(sys.argv[1]))["entries"]:
   check "dump unknown tensor message" err_has "no tensor named 'nope'"
 fi
 
+# experts: their counts, and what one token reads, from the file's own tensor list (the
+# token embedding one row, the expert stacks 2 of 8; everything else whole)
+q3m=$shared/models/families/qwen3moe-kjv-q4_0.gguf
+if [ -f "$q3m" ]; then
+  check "qwen3moe info" exit_is 0 "$kiln" info -m "$q3m"
+  check "qwen3moe experts line" grep -q "^experts: 8 per layer, 2 used per token; parameters 26.62 M, active per token" "$tmp/out"
+  check "qwen3moe info json" exit_is 0 "$kiln" info -m "$q3m" --json --tensors
+  check "qwen3moe active size" python3 - "$tmp/out" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["n_expert"] == 8 and d["n_expert_used"] == 2, d
+size = params = 0.0
+for t in d["tensors"]:
+    n = 1
+    for x in t["shape"]: n *= x
+    share = 1 / t["shape"][1] if t["name"] == "token_embd.weight" else 2 / 8 if "_exps." in t["name"] else 1
+    size += share * t["size"]; params += share * n
+assert abs(d["size_active"] - size) <= 1 and abs(d["n_params_active"] - params) <= 1, (d["size_active"], size)
+assert d["n_params"] == sum(eval("*".join(map(str, t["shape"]))) for t in d["tensors"])
+PY
+else
+  skip_part "$q3m is absent"
+fi
+
 tu_finish test_info

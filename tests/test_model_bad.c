@@ -164,6 +164,35 @@ int main(void) {
                    &(struct edit){.model = "families/gemma3-kjv-q4_0.gguf", .set_key = "gemma3.attention.sliding_window",
                                   .str_value = "8"},
                    "gemma3.attention.sliding_window");
+    /* qwen3moe: every layer routed; a dense feed-forward beside the experts, a missing
+     * expert count, more experts used than exist, an expert stack of the wrong width */
+    const char *q3m = "families/qwen3moe-kjv-q4_0.gguf";
+    expect_refused("qwen3moe with a dense ffn_up as well",
+                   &(struct edit){.model = q3m, .add_tensor = "blk.2.ffn_up.weight", .add_like = "blk.2.attn_q.weight"},
+                   "tensor 'blk.2.ffn_up.weight' is not used by architecture 'qwen3moe'");
+    expect_refused("qwen3moe without expert_count", &(struct edit){.model = q3m, .drop_key = "qwen3moe.expert_count"},
+                   "missing hyper-parameter qwen3moe.expert_count");
+    expect_refused("qwen3moe with more experts used than exist",
+                   &(struct edit){.model = q3m, .set_key = "qwen3moe.expert_used_count", .u32_value = 9},
+                   "qwen3moe.expert_used_count = 9 is out of range [1, 8]");
+    expect_refused("qwen3moe with a zero expert count",
+                   &(struct edit){.model = q3m, .set_key = "qwen3moe.expert_count", .u32_value = 0},
+                   "qwen3moe.expert_count = 0 is out of range");
+    expect_refused("qwen3moe experts of another width",
+                   &(struct edit){.model = q3m, .set_key = "qwen3moe.expert_feed_forward_length", .u32_value = 768},
+                   "tensor 'blk.0.ffn_gate_exps.weight' has shape [256, 384, 8, 1], expected [256, 768, 8]");
+    expect_refused("qwen3moe without a router",
+                   &(struct edit){.model = q3m, .drop_tensor = "blk.1.ffn_gate_inp.weight"},
+                   "missing tensor 'blk.1.ffn_gate_inp.weight'");
+    /* a llama file with experts in its keys but a dense feed-forward, and the reverse */
+    expect_refused("llama with expert_count but dense layers",
+                   &(struct edit){.model = "kjv-q4_0.gguf", .set_key = "llama.expert_count", .u32_value = 4},
+                   "missing hyper-parameter llama.expert_used_count");
+    expect_refused("llama with a router in a dense file",
+                   &(struct edit){.model = "kjv-q4_0.gguf", .add_tensor = "blk.0.ffn_gate_inp.weight",
+                                  .add_like = "blk.0.attn_norm.weight"},
+                   "tensor 'blk.0.ffn_gate_inp.weight' is not used by architecture 'llama'");
+
     char synth_path[256], serr[512];
     snprintf(synth_path, sizeof synth_path, "/tmp/kiln-test-model-synth-%d.gguf", (int)getpid());
     struct kiln_synth_params sp = kiln_synth_default_params();
@@ -195,6 +224,26 @@ int main(void) {
                    &(struct edit){.path = synth_path, .add_tensor = "blk.0.attn_qkv.weight",
                                   .add_like = "blk.0.attn_q.weight"},
                    "tensor 'blk.0.attn_qkv.weight' is not used by architecture 'gemma4'");
+    /* gpt-oss: its window and expert width are required keys, its sinks a required tensor;
+     * YaRN is refused where the row does not take it */
+    sp.arch = "gpt-oss";
+    CHECKF(kiln_synth(&sp, synth_path, serr, sizeof serr), "synth gpt-oss: %s", serr);
+    expect_refused("gpt-oss without its window",
+                   &(struct edit){.path = synth_path, .drop_key = "gpt-oss.attention.sliding_window"},
+                   "missing hyper-parameter gpt-oss.attention.sliding_window");
+    expect_refused("gpt-oss without its expert width",
+                   &(struct edit){.path = synth_path, .drop_key = "gpt-oss.expert_feed_forward_length"},
+                   "missing hyper-parameter gpt-oss.expert_feed_forward_length");
+    expect_refused("gpt-oss without sinks",
+                   &(struct edit){.path = synth_path, .drop_tensor = "blk.1.attn_sinks.weight"},
+                   "missing tensor 'blk.1.attn_sinks.weight'");
+    expect_refused("gpt-oss expert biases of the wrong width",
+                   &(struct edit){.path = synth_path, .swap_tensor = "blk.0.ffn_up_exps.bias",
+                                  .swap_with = "blk.0.ffn_gate_inp.bias"},
+                   "tensor 'blk.0.ffn_up_exps.bias' has shape [4, 1, 1, 1], expected [64, 4]");
+    expect_refused("llama with YaRN",
+                   &(struct edit){.model = "kjv-q4_0.gguf", .set_key = "llama.rope.scaling.type", .str_value = "yarn"},
+                   "rope scaling type 'yarn' is not supported");
     unlink(synth_path);
 
     /* a missing output.weight is not an error: the embedding is tied */

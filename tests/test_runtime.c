@@ -7,11 +7,13 @@
  * sequence operations, and bad batches rejected without touching the cache.
  */
 #include "kiln.h"
+#include "kiln-offline.h"
 #include "refjson.h"
 #include "kt-backend.h"
 #include "testutil.h"
 
 #include <dirent.h>
+#include <unistd.h>
 
 #define MAX_TOK 512
 
@@ -151,7 +153,8 @@ static void check_reference(const char *families, const char *json_name) {
 /* Batching and threads must not change a sequence's results (bit for bit). */
 static void check_invariance(const char *model_file) {
     char path[1024], err[512];
-    snprintf(path, sizeof path, "%s/models/%s", shared, model_file);
+    snprintf(path, sizeof path, "%s%s%s", model_file[0] == '/' ? "" : shared, model_file[0] == '/' ? "" : "/models/",
+             model_file);
     struct kiln_model *m = kiln_model_load(path, kiln_model_default_params(), err, sizeof err);
     CHECKF(m != NULL, "%s", err);
     if (!m) return;
@@ -349,7 +352,7 @@ int main(void) {
     if (d) closedir(d);
     /* the families kiln runs among those shared/models/families holds (the others are
      * not expected to load yet) */
-    static const char *const families[] = {"gemma3-kjv-q4_0"};
+    static const char *const families[] = {"gemma3-kjv-q4_0", "qwen3moe-kjv-q4_0"};
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
         for (int k = 0; k < 4; k++) {
             char name[128];
@@ -370,14 +373,29 @@ int main(void) {
     check_invariance("phi3-kjv-q4_0.gguf");
     /* gemma3: windowed layers in a cache of their own, two RoPE bases, soft-capped logits */
     check_invariance("families/gemma3-kjv-q4_0.gguf");
+    /* qwen3moe: routed experts (a batch's tokens grouped by expert) in every batch shape */
+    check_invariance("families/qwen3moe-kjv-q4_0.gguf");
+    /* gpt-oss (synthetic): sinks, windows on alternate layers, biased experts, MXFP4 */
+    {
+        char oss[256], serr[512];
+        snprintf(oss, sizeof oss, "/tmp/kiln-test-runtime-oss-%d.gguf", (int)getpid());
+        struct kiln_synth_params sp = kiln_synth_default_params();
+        sp.arch = "gpt-oss";
+        sp.type = KT_TYPE_MXFP4;
+        CHECKF(kiln_synth(&sp, oss, serr, sizeof serr), "synth gpt-oss: %s", serr);
+        check_invariance(oss);
+        unlink(oss);
+    }
     check_sequences("kjv-q8_0.gguf");
     check_sequences("kjv-f16.gguf");
     check_sequences("qwen2-kjv-q8_0.gguf");
     check_sequences("families/gemma3-kjv-q4_0.gguf");
+    check_sequences("families/qwen3moe-kjv-q4_0.gguf");
     check_kv_types("kjv-f16", 1e-4);
     check_kv_types("llama3-kjv-q4_0", 5e-4);
     check_kv_types("qwen3-kjv-q4_0", 5e-4);
     check_kv_types("phi3-kjv-q4_0", 5e-4);
     check_kv_types("families/gemma3-kjv-q4_0", 5e-4);
+    check_kv_types("families/qwen3moe-kjv-q4_0", 5e-4);
     return tu_finish("test_runtime");
 }

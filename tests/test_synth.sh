@@ -19,7 +19,10 @@ check "no --preset" exit_is 2 "$kiln" synth -o "$tmp/x.gguf"
 check "bad preset" exit_is 2 "$kiln" synth --preset huge -o "$tmp/x.gguf"
 check "bad preset named" err_has "unknown preset 'huge'"
 check "bad arch" exit_is 2 "$kiln" synth --preset tiny --arch gpt2 -o "$tmp/x.gguf"
-check "bad arch named" err_has "unknown --arch 'gpt2' (llama, qwen2, qwen3, phi3, gemma2, gemma3, gemma4, bert, nomic-bert)"
+check "bad arch named" err_has "unknown --arch 'gpt2' (llama, qwen2, qwen3, phi3, qwen3moe, gemma2, gemma3, gpt-oss, gemma4, bert, nomic-bert, mixtral)"
+check "zero layers" exit_is 2 "$kiln" synth --preset tiny --layers 0 -o "$tmp/x.gguf"
+check "too many layers" exit_is 2 "$kiln" synth --preset tiny --layers 513 -o "$tmp/x.gguf"
+check "layers not a number" exit_is 2 "$kiln" synth --preset tiny --layers 3x -o "$tmp/x.gguf"
 check "bad type" exit_is 2 "$kiln" synth --preset tiny --type Q4_K -o "$tmp/x.gguf"
 check "bad type named" err_has "'Q4_K'"
 check "bad type 2" exit_is 2 "$kiln" synth --preset tiny --type nonsense -o "$tmp/x.gguf"
@@ -37,6 +40,20 @@ check "vocab file without tokens" exit_is 1 "$kiln" synth --preset tiny --vocab 
 check "vocab file without tokens named" err_has "tokenizer.ggml.tokens"
 
 # determinism
+# experts: Mixtral is a llama file with expert keys and stacks in place of the dense
+# feed-forward; --layers cuts a preset to N layers
+check "mixtral" exit_is 0 "$kiln" synth --preset tiny --arch mixtral --layers 3 -o "$tmp/mix.gguf"
+check "mixtral info" exit_is 0 "$kiln" info -m "$tmp/mix.gguf" --json --tensors
+check "mixtral facts" python3 - "$tmp/out" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+kv, names = d["hparams"], {t["name"]: t for t in d["tensors"]}
+assert d["architecture"] == "llama", d["architecture"]
+assert kv["llama.block_count"] == 3 and kv["llama.expert_count"] == 4 and kv["llama.expert_used_count"] == 2, kv
+assert "blk.2.ffn_up.weight" not in names and "blk.3.attn_q.weight" not in names
+assert names["blk.2.ffn_down_exps.weight"]["shape"] == [128, 64, 4], names["blk.2.ffn_down_exps.weight"]
+assert names["blk.0.ffn_gate_inp.weight"]["shape"] == [64, 4]
+PY
 check "tiny a" exit_is 0 "$kiln" synth --preset tiny -o "$tmp/a.gguf"
 check "tiny b (1 thread)" exit_is 0 "$kiln" synth --preset tiny -o "$tmp/b.gguf" -t 1 --seed 0
 check "tiny c (3 threads)" exit_is 0 "$kiln" synth --preset tiny -o "$tmp/c.gguf" -t 3

@@ -55,11 +55,27 @@ enum { REQ = false, OPT = true };
     L("ffn_gate.weight", REQ, KILN_DIM_EMBD, KILN_DIM_FF, w_gate), \
     L("ffn_up.weight", REQ, KILN_DIM_EMBD, KILN_DIM_FF, w_up)
 
+/* a required per-layer tensor held only by dense layers or only by routed ones */
+#define LW(nm, d0, d1, d2, f, w) \
+    {.name = nm, .per_layer = true, .ne0 = d0, .ne1 = d1, .ne2 = d2, .when = w, .field = FIELD_L(f)}
+#define FFN_DENSE                                                                                 \
+    LW("ffn_gate.weight", KILN_DIM_EMBD, KILN_DIM_FF, KILN_DIM_NONE, w_gate, KILN_WHEN_DENSE),   \
+    LW("ffn_up.weight", KILN_DIM_EMBD, KILN_DIM_FF, KILN_DIM_NONE, w_up, KILN_WHEN_DENSE),       \
+    LW("ffn_down.weight", KILN_DIM_FF, KILN_DIM_EMBD, KILN_DIM_NONE, w_down, KILN_WHEN_DENSE)
+/* the routed feed-forward (arch/moe.c): a router and SwiGLU experts, one matrix per expert */
+#define EXPERTS KILN_WHEN_EXPERTS
+#define FFN_EXPERTS                                                                                 \
+    LW("ffn_gate_inp.weight", KILN_DIM_EMBD, KILN_DIM_EXPERT, KILN_DIM_NONE, ffn_gate_inp, EXPERTS),   \
+    LW("ffn_gate_exps.weight", KILN_DIM_EMBD, KILN_DIM_FF_EXP, KILN_DIM_EXPERT, ffn_gate_exps, EXPERTS), \
+    LW("ffn_up_exps.weight", KILN_DIM_EMBD, KILN_DIM_FF_EXP, KILN_DIM_EXPERT, ffn_up_exps, EXPERTS),     \
+    LW("ffn_down_exps.weight", KILN_DIM_FF_EXP, KILN_DIM_EMBD, KILN_DIM_EXPERT, ffn_down_exps, EXPERTS)
+
 static const struct kiln_tensor_spec llama_tensors[] = {
     HEAD_TENSORS,
     /* Llama 3.1+: per RoPE pair, a divisor of its frequency (one tensor for all layers) */
     G("rope_freqs.weight", OPT, KILN_DIM_ROT_PAIRS, KILN_DIM_NONE, rope_freqs),
-    ATTN_NORM, ATTN_QKV, ATTN_OUT, FFN_NORM, FFN_GATE_UP, FFN_DOWN,
+    /* Mixtral's layout: experts in place of the dense feed-forward where expert_count > 0 */
+    ATTN_NORM, ATTN_QKV, ATTN_OUT, FFN_NORM, FFN_DENSE, FFN_EXPERTS,
 };
 
 static const struct kiln_tensor_spec qwen2_tensors[] = {
@@ -78,6 +94,15 @@ static const struct kiln_tensor_spec qwen3_tensors[] = {
     L("attn_q_norm.weight", REQ, KILN_DIM_HEAD, KILN_DIM_NONE, attn_q_norm),
     L("attn_k_norm.weight", REQ, KILN_DIM_HEAD, KILN_DIM_NONE, attn_k_norm),
     ATTN_OUT, FFN_NORM, FFN_GATE_UP, FFN_DOWN,
+};
+
+/* Qwen3-MoE: qwen3's attention, every layer routed */
+static const struct kiln_tensor_spec qwen3moe_tensors[] = {
+    HEAD_TENSORS,
+    ATTN_NORM, ATTN_QKV,
+    L("attn_q_norm.weight", REQ, KILN_DIM_HEAD, KILN_DIM_NONE, attn_q_norm),
+    L("attn_k_norm.weight", REQ, KILN_DIM_HEAD, KILN_DIM_NONE, attn_k_norm),
+    ATTN_OUT, FFN_NORM, FFN_EXPERTS,
 };
 
 static const struct kiln_tensor_spec phi3_tensors[] = {
@@ -154,6 +179,28 @@ static const struct kiln_key_spec gemma4_keys[] = {
     KEY_I("attention.shared_kv_layers", 0, 0, KILN_MAX_LAYERS, kiln_gemma_hp, n_kv_shared),
 };
 
+/* ---- gpt-oss (arch/gpt_oss.c): biases, attention sinks, a norm before the routed
+ * feed-forward named post_attention_norm, biased router and experts */
+#define BIAS(nm, d0, d1, f) LW(nm, d0, d1, KILN_DIM_NONE, f, EXPERTS)
+static const struct kiln_tensor_spec gpt_oss_tensors[] = {
+    G("token_embd.weight", REQ, KILN_DIM_EMBD, KILN_DIM_VOCAB, tok_embd),
+    G("output_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, output_norm),
+    G("output.weight", REQ, KILN_DIM_EMBD, KILN_DIM_VOCAB, output),
+    ATTN_NORM, ATTN_QKV,
+    L("attn_q.bias", OPT, KILN_DIM_Q, KILN_DIM_NONE, bq),
+    L("attn_k.bias", OPT, KILN_DIM_KV, KILN_DIM_NONE, bk),
+    L("attn_v.bias", OPT, KILN_DIM_KV, KILN_DIM_NONE, bv),
+    ATTN_OUT,
+    L("attn_output.bias", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, bo),
+    L("attn_sinks.weight", REQ, KILN_DIM_HEADS, KILN_DIM_NONE, attn_sinks),
+    L("post_attention_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, attn_post_norm),
+    FFN_EXPERTS,
+    BIAS("ffn_gate_inp.bias", KILN_DIM_EXPERT, KILN_DIM_NONE, ffn_gate_inp_b),
+    BIAS("ffn_gate_exps.bias", KILN_DIM_FF_EXP, KILN_DIM_EXPERT, ffn_gate_exps_b),
+    BIAS("ffn_up_exps.bias", KILN_DIM_FF_EXP, KILN_DIM_EXPERT, ffn_up_exps_b),
+    BIAS("ffn_down_exps.bias", KILN_DIM_EMBD, KILN_DIM_EXPERT, ffn_down_exps_b),
+};
+
 /* the window's keys; llama.cpp's defaults when they are absent */
 #define SWA_KEYS .window_key = "attention.sliding_window", .pattern_key = "attention.sliding_window_pattern"
 #define GEMMA_ROW(nm, list, keys, prep, ...)                                                                    \
@@ -218,10 +265,19 @@ static const struct kiln_key_spec bert_keys[] = {
 /* qwen2/qwen3/phi3 differ from llama only in tensors the builder finds bound
  * (biases, q/k norms, fused views) and in the RoPE layout */
 static const struct kiln_arch arches[] = {
-    ROW("llama", KT_ROPE_NORMAL, llama_tensors),
+    {.name = "llama", .rope_mode = KT_ROPE_NORMAL, TENSORS(llama_tensors), .build = kiln_build_llama,
+     .moe = {.allowed = true, .norm_weights = true}, .graph_per_layer = 48, .graph_extra = 64},
     ROW("qwen2", KT_ROPE_NEOX, qwen2_tensors),
     ROW("qwen3", KT_ROPE_NEOX, qwen3_tensors),
     ROW("phi3", KT_ROPE_NEOX, phi3_tensors),
+    /* experts in llama files (Mixtral) and qwen3moe: softmax over every expert, the top
+     * expert_used_count, their weights renormalized (llama.cpp's norm_w for both);
+     * Mixtral's experts are feed_forward_length wide, Qwen3-MoE's
+     * expert_feed_forward_length (absent: feed_forward_length / expert_used_count) */
+    {.name = "qwen3moe", .rope_mode = KT_ROPE_NEOX, TENSORS(qwen3moe_tensors), .build = kiln_build_llama,
+     .moe = {.allowed = true, .required = true, .ff_key = "expert_feed_forward_length", .ff_div_used = true,
+             .norm_weights = true},
+     .graph_per_layer = 48, .graph_extra = 64},
     /* every other layer windowed (4096 when the file does not say), its own RoPE base
      * only when the file gives one, the file's RoPE scaling on every layer */
     GEMMA_ROW("gemma2", gemma2_tensors, gemma2_keys, kiln_gemma2_prepare,
@@ -230,6 +286,13 @@ static const struct kiln_arch arches[] = {
      * one, base 10000 and no RoPE scaling on local layers */
     GEMMA_ROW("gemma3", gemma3_tensors, gemma3_keys, kiln_gemma3_prepare,
               SWA_KEYS, .window_def = 0, .pattern_def = 6, .freq_base_def = 10000.0),
+    /* gpt-oss: a window on every other layer (the window required), YaRN RoPE, routing by a
+     * softmax over the chosen experts' logits, gpt-oss's clamped SwiGLU */
+    {.name = "gpt-oss", .rope_mode = KT_ROPE_NEOX, TENSORS(gpt_oss_tensors),
+     .window = {SWA_KEYS, .window_def = -1, .pattern_def = 2, .global_scaling = true},
+     .moe = {.allowed = true, .required = true, .ff_key = "expert_feed_forward_length", .ff_required = true,
+             .gating = KILN_GATING_SOFTMAX_CHOSEN, .act = KILN_MOE_SWIGLU_OAI},
+     .yarn = true, .build = kiln_build_gpt_oss, .graph_per_layer = 64, .graph_extra = 64},
     /* window and per-layer pattern required */
     GEMMA_ROW("gemma4", gemma4_tensors, gemma4_keys, kiln_gemma4_prepare,
               SWA_KEYS, .window_def = -1, .pattern_def = -1, .freq_base_def = 10000.0),
@@ -267,6 +330,9 @@ int64_t kiln_dim_size(const struct kiln_hparams *hp, const struct kiln_layer_hp 
     case KILN_DIM_CTX_TRAIN: return hp->n_ctx_train;
     case KILN_DIM_TOKEN_TYPES: return hp->n_token_types;
     case KILN_DIM_CLS_OUT: return hp->n_cls_out;
+    case KILN_DIM_HEADS: return n_head;
+    case KILN_DIM_EXPERT: return l ? l->n_expert : 0;
+    case KILN_DIM_FF_EXP: return l ? l->n_ff_exp : 0;
     }
     return -1;
 }

@@ -158,6 +158,9 @@ struct kiln_context *kiln_context_new(const struct kiln_model *model, struct kil
     ctx->model = model;
     ctx->params = params;
     ctx->graph_size = (int)(model->hp.n_layer * model->arch->graph_per_layer + model->arch->graph_extra);
+    /* a routed feed-forward adds its routing and one view and add per expert used */
+    for (int64_t il = 0; il < model->hp.n_layer; il++)
+        if (model->lhp[il].n_expert > 0) ctx->graph_size += (int)(24 + 2 * model->lhp[il].n_expert_used);
     ctx->meta_size = (size_t)ctx->graph_size * 2 * kt_tensor_overhead() + kt_graph_overhead_custom((size_t)ctx->graph_size) +
                      4096;
     ctx->meta_buf = malloc(ctx->meta_size);

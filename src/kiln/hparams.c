@@ -77,15 +77,18 @@ static bool hp_int_layers(const struct gguf_file *g, const char *arch, const cha
     return true;
 }
 
-/* rope.scaling.factor (with scaling.type linear) or the older rope.scale_linear, as 1/factor */
-static bool rope_scale(const struct gguf_file *g, const char *arch, float *scale, char *err, size_t errlen) {
+/* rope.scaling.factor (with scaling.type linear, or yarn where the row allows it) or the
+ * older rope.scale_linear, as 1/factor */
+static bool rope_scale(struct kiln_model *m, const char *arch, float *scale, char *err, size_t errlen) {
+    const struct gguf_file *g = m->gguf;
     float factor = 1.0f;
     char key[160];
     key_name(key, sizeof key, arch, "rope.scaling.type");
     struct gguf_str stype = {0};
     bool has_type = gguf_find_key(g, key) >= 0 && gguf_get_str(g, key, &stype);
     if (!hp_float(g, arch, "rope.scale_linear", 1.0, 1e-6, 1e6, &factor, err, errlen)) return false;
-    if (!has_type || (stype.len == 6 && !memcmp(stype.ptr, "linear", 6))) {
+    const bool yarn = has_type && stype.len == 4 && !memcmp(stype.ptr, "yarn", 4) && m->arch->yarn;
+    if (!has_type || yarn || (stype.len == 6 && !memcmp(stype.ptr, "linear", 6))) {
         float f2;
         if (!hp_float(g, arch, "rope.scaling.factor", 0.0, 0.0, 1e6, &f2, err, errlen)) return false;
         if (f2 > 0.0f) factor = f2;
@@ -94,6 +97,13 @@ static bool rope_scale(const struct gguf_file *g, const char *arch, float *scale
                          (int)(stype.len > 32 ? 32 : stype.len), stype.ptr);
     }
     *scale = 1.0f / factor;
+    if (yarn) {
+        m->yarn = (struct kiln_yarn){.on = true, .ext_factor = 1.0f, .beta_fast = 32.0f, .beta_slow = 1.0f};
+        if (!hp_float(g, arch, "rope.scaling.attn_factor", 1.0, 1e-6, 1e6, &m->yarn.attn_factor, err, errlen) ||
+            !hp_int(g, arch, "rope.scaling.original_context_length", m->hp.n_ctx_train, 1, (int64_t)1 << 31,
+                    &m->yarn.n_ctx_orig, err, errlen))
+            return false;
+    }
     return true;
 }
 
@@ -159,6 +169,29 @@ static bool embedding_keys(struct kiln_model *m, const char *arch, char *err, si
         if (!gguf_get_int(m->gguf, "tokenizer.ggml.token_type_count", &v) || v < 0 || v > 1024)
             return kiln_errf(err, errlen, "tokenizer.ggml.token_type_count must be a count of 0 to 1024");
         hp->n_token_types = v;
+    }
+    return true;
+}
+
+/* Experts per layer, as the row's moe spec says (runtime.h): how many, how many
+ * each token uses, each one's width. A family without experts reads none of these. */
+static bool experts(struct kiln_model *m, const char *arch, char *err, size_t errlen) {
+    const struct kiln_moe_spec *s = &m->arch->moe;
+    const struct gguf_file *g = m->gguf;
+    if (!s->allowed) return true;
+    int64_t n, used, ff = 0;
+    if (!hp_int(g, arch, "expert_count", s->required ? -1 : 0, s->required ? 1 : 0, KILN_MAX_EXPERTS, &n, err,
+                errlen))
+        return false;
+    if (n == 0) return true;
+    if (!hp_int(g, arch, "expert_used_count", -1, 1, n, &used, err, errlen)) return false;
+    if (s->ff_key) {
+        const int64_t def = s->ff_required ? -1 : s->ff_div_used ? m->hp.n_ff / used : m->hp.n_ff;
+        if (!hp_int(g, arch, s->ff_key, def > 0 ? def : -1, 1, 1 << 22, &ff, err, errlen)) return false;
+    }
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        struct kiln_layer_hp *l = &m->lhp[il];
+        l->n_expert = n, l->n_expert_used = used, l->n_ff_exp = s->ff_key ? ff : l->n_ff;
     }
     return true;
 }
@@ -248,7 +281,7 @@ bool kiln_load_hparams(struct kiln_model *m, const char *arch, int64_t n_vocab, 
     if (hp->n_rot % 2) return kiln_errf(err, errlen, "rope dimension count %lld is odd", (long long)hp->n_rot);
     if (!hp_float(g, arch, "rope.freq_base", 10000.0, 1e-3, 1e12, &hp->rope_freq_base, err, errlen) ||
         !hp_float(g, arch, "attention.layer_norm_rms_epsilon", 1e-5, 0.0, 1.0, &hp->norm_rms_eps, err, errlen) ||
-        !rope_scale(g, arch, &hp->rope_freq_scale, err, errlen))
+        !rope_scale(m, arch, &hp->rope_freq_scale, err, errlen))
         return false;
 
     /* windowed layers: their own head size, RoPE dimensions and base where the file says so */
@@ -282,6 +315,7 @@ bool kiln_load_hparams(struct kiln_model *m, const char *arch, int64_t n_vocab, 
     if (hp->n_vocab != n_vocab)
         return kiln_errf(err, errlen, "vocab_size %lld differs from the %lld tokens of the vocabulary",
                          (long long)hp->n_vocab, (long long)n_vocab);
-    if (!embedding_keys(m, arch, err, errlen) || !family_keys(m, arch, err, errlen)) return false;
+    if (!embedding_keys(m, arch, err, errlen) || !experts(m, arch, err, errlen) || !family_keys(m, arch, err, errlen))
+        return false;
     return !m->arch->prepare || m->arch->prepare(m, err, errlen);
 }

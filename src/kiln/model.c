@@ -73,6 +73,10 @@ static struct kt_tensor *bind(struct binder *b, const char *name, int n_dims, co
 static bool bind_spec(struct binder *b, const struct kiln_tensor_spec *s, int64_t il, void *base) {
     const struct kiln_hparams *hp = &b->m->hp;
     const struct kiln_layer_hp *l = s->per_layer ? &b->m->lhp[il] : NULL;
+    /* a dense layer binds no expert tensors and a routed one no dense feed-forward: a
+     * file holding the other kind's tensor is then refused by name below */
+    const bool routed = l && l->n_expert > 0;
+    if ((s->when == KILN_WHEN_DENSE && routed) || (s->when == KILN_WHEN_EXPERTS && !routed)) return true;
     char name[128];
     if (s->per_layer)
         snprintf(name, sizeof name, "blk.%lld.%s", (long long)il, s->name);
@@ -163,12 +167,15 @@ static void release_mapped(void *data, const void *addr, size_t size) {
 
 /* ------------------------------------------------------------------ GPU offload */
 
-/* Whether weight t goes to the GPU: layers from gpu_layer0 on, the output when asked, and
- * rope_freqs (every layer's rope reads it) with any layer. The token embedding stays: only
- * get_rows reads it, on the CPU, like llama.cpp. */
+/* Whether weight t goes to the GPU: layers from gpu_layer0 on but their expert stacks, the
+ * output when asked, and rope_freqs (every layer's rope reads it) with any layer. The token
+ * embedding stays: only get_rows reads it, on the CPU, like llama.cpp. */
 static bool on_gpu(const struct kt_tensor *t, void *data) {
     const struct kiln_model *m = data;
     int il;
+    /* expert stacks (and their biases) stay: only the CPU has expert kernels, and the
+     * scheduler would copy a whole stack to it each step */
+    if (strstr(t->name, "_exps.")) return false;
     if (sscanf(t->name, "blk.%d.", &il) == 1) return il >= m->gpu_layer0;
     if (t == m->tok_embd) return false;
     if (t == m->output || t == m->output_norm) return m->gpu_output;
@@ -304,11 +311,48 @@ const struct gguf_file *kiln_model_gguf(const struct kiln_model *m) { return m->
 int64_t kiln_model_n_params(const struct kiln_model *m) { return m->n_params; }
 size_t kiln_model_size(const struct kiln_model *m) { return m->weight_bytes; }
 
+void kiln_model_experts(const struct kiln_model *m, int64_t *n_expert, int64_t *n_expert_used) {
+    const bool moe = m->lhp && m->hp.n_layer > 0;
+    if (n_expert) *n_expert = moe ? m->lhp[0].n_expert : 0;
+    if (n_expert_used) *n_expert_used = moe ? m->lhp[0].n_expert_used : 0;
+}
+
+/* Walks the bound weights (views are their source's rows, counted once). */
+static void active(const struct kiln_model *m, int64_t *params, size_t *bytes) {
+    int64_t n_expert = 0, n_used = 0;
+    kiln_model_experts(m, &n_expert, &n_used);
+    double p = 0, b = 0;
+    for (struct kt_tensor *t = m->wctx ? kt_get_first_tensor(m->wctx) : NULL; t; t = kt_get_next_tensor(m->wctx, t)) {
+        if (t->view_src) continue;
+        double share = 1.0;
+        if (t == m->tok_embd && m->output != m->tok_embd) share = 1.0 / (double)t->ne[1]; /* one row */
+        else if (n_expert > 0 && strstr(t->name, "_exps.")) share = (double)n_used / (double)n_expert;
+        p += share * (double)kt_nelements(t);
+        b += share * (double)kt_nbytes(t);
+    }
+    *params = (int64_t)(p + 0.5);
+    *bytes = (size_t)(b + 0.5);
+}
+
+int64_t kiln_model_n_params_active(const struct kiln_model *m) {
+    int64_t p;
+    size_t b;
+    active(m, &p, &b);
+    return p;
+}
+
+size_t kiln_model_size_active(const struct kiln_model *m) {
+    int64_t p;
+    size_t b;
+    active(m, &p, &b);
+    return b;
+}
+
 void kiln_model_desc(const struct kiln_model *m, char *buf, size_t size) {
-    /* the most common 2-D weight type names the model, as llama-bench does */
+    /* the most common matrix type (expert stacks included) names the model, as llama-bench does */
     int64_t count[KT_TYPE_COUNT] = {0};
     for (struct kt_tensor *t = m->wctx ? kt_get_first_tensor(m->wctx) : NULL; t; t = kt_get_next_tensor(m->wctx, t))
-        if (kt_n_dims(t) == 2 && !t->view_src && (unsigned)t->type < KT_TYPE_COUNT) count[t->type] += kt_nelements(t);
+        if (kt_n_dims(t) >= 2 && !t->view_src && (unsigned)t->type < KT_TYPE_COUNT) count[t->type] += kt_nelements(t);
     int best = 0;
     for (int i = 1; i < KT_TYPE_COUNT; i++)
         if (count[i] > count[best]) best = i;

@@ -14,6 +14,7 @@
 #include "memory.h"
 
 #define KILN_MAX_LAYERS 512
+#define KILN_MAX_EXPERTS 1024 /* llama.cpp's bound (Kimi K3's 1024 experts) */
 
 /* ---- model */
 
@@ -32,10 +33,20 @@ struct kiln_layer {
     struct kt_tensor *w_down;                    /* [n_ff, n_embd] */
     struct kt_tensor *ffn_post_norm;             /* [n_embd]: RMS norm of the feed-forward's output (gemma) */
     struct kt_tensor *out_scale;                 /* [1]: the layer's output times this (gemma4) */
-    /* BERT: biases and LayerNorms after the residuals */
+    /* BERT (bo: gpt-oss too): biases and LayerNorms after the residuals */
     struct kt_tensor *bo, *b_up, *b_down;        /* [n_embd], [n_ff], [n_embd] */
     struct kt_tensor *attn_out_norm, *attn_out_norm_b;   /* [n_embd]: after attention's residual */
     struct kt_tensor *layer_out_norm, *layer_out_norm_b; /* [n_embd]: after the feed-forward's */
+    /* mixtures of experts (arch/moe.c): a router and 3-D stacks, one matrix per expert */
+    struct kt_tensor *ffn_gate_inp;              /* [n_embd, n_expert]: the router */
+    struct kt_tensor *ffn_gate_exps, *ffn_up_exps; /* [n_embd, n_ff_exp, n_expert] */
+    struct kt_tensor *ffn_down_exps;             /* [n_ff_exp, n_embd, n_expert] */
+    /* gpt-oss: biases of the router and of each expert (its attention output's bias is
+     * bo, above), the attention sinks */
+    struct kt_tensor *ffn_gate_inp_b;            /* [n_expert] */
+    struct kt_tensor *ffn_gate_exps_b, *ffn_up_exps_b; /* [n_ff_exp, n_expert] */
+    struct kt_tensor *ffn_down_exps_b;           /* [n_embd, n_expert] */
+    struct kt_tensor *attn_sinks;                /* [n_head]: a logit per head in attention's softmax */
 };
 
 struct kiln_arch;
@@ -54,6 +65,19 @@ struct kiln_layer_hp {
     enum kiln_layer_kind kind;
     int64_t n_head, n_head_kv, n_embd_head, n_rot, n_ff;
     float rope_freq_base, rope_freq_scale;
+    /* mixtures of experts (0: a dense feed-forward): experts in the layer, used per token,
+     * and each expert's feed-forward width */
+    int64_t n_expert, n_expert_used, n_ff_exp;
+};
+
+/* YaRN RoPE (rope.scaling.type "yarn", rows that allow it): every layer's angles mix
+ * interpolated and unscaled ones over the pairs (kt_rope_params), with llama.cpp's
+ * defaults: beta_fast 32, beta_slow 1, ext_factor 1, attn_factor rope.scaling.attn_factor
+ * (1), the original context rope.scaling.original_context_length (context_length). */
+struct kiln_yarn {
+    bool on;
+    float ext_factor, attn_factor, beta_fast, beta_slow;
+    int64_t n_ctx_orig;
 };
 
 struct kiln_model {
@@ -61,6 +85,7 @@ struct kiln_model {
     struct kiln_hparams hp;
     struct kiln_layer_hp *lhp;  /* n_layer */
     int64_t n_swa;              /* window of the KILN_LAYER_ATTN_WINDOW layers (0: there are none) */
+    struct kiln_yarn yarn;      /* YaRN RoPE on every layer where yarn.on */
     void *fam;                  /* the row's family hyper-parameters (its keys, arch/families.h), or NULL */
     char name[128];
     struct gguf_file *gguf;
@@ -123,7 +148,15 @@ enum kiln_dim {
     KILN_DIM_CTX_TRAIN,/* n_ctx_train (absolute position embeddings) */
     KILN_DIM_TOKEN_TYPES, /* n_token_types */
     KILN_DIM_CLS_OUT,  /* n_cls_out (the classifier's outputs) */
+    KILN_DIM_HEADS,    /* n_head (one value per head: gpt-oss's attention sinks) */
+    KILN_DIM_EXPERT,   /* n_expert (a layer's experts) */
+    KILN_DIM_FF_EXP,   /* n_ff_exp (one expert's feed-forward width) */
 };
+
+/* Which files of an architecture hold a tensor: every one, or only those whose layers
+ * have experts (a router and expert stacks) or only those whose layers have none (a
+ * dense feed-forward). A tensor of the other kind in a file is refused by name. */
+enum kiln_tensor_when { KILN_WHEN_ANY = 0, KILN_WHEN_DENSE, KILN_WHEN_EXPERTS };
 
 /* One tensor of an architecture: its GGUF name (per-layer ones without the
  * "blk.N." prefix), shape (up to three dimensions: expert stacks are 3-D), whether
@@ -135,6 +168,7 @@ struct kiln_tensor_spec {
     bool per_layer;
     bool optional;
     enum kiln_dim ne0, ne1, ne2; /* KILN_DIM_NONE ends the shape */
+    enum kiln_tensor_when when;
     size_t field;
     struct {
         size_t field;
@@ -168,6 +202,33 @@ struct kiln_window_spec {
     bool global_scaling;      /* windowed layers take the file's rope scaling (else none) */
 };
 
+/* Whether and how a family routes its feed-forward through experts (arch/moe.c).
+ * <arch>.expert_count experts (absent: 0, a dense model, unless required), of which
+ * <arch>.expert_used_count serve each token, each of width <arch>.<ff_key> (NULL or
+ * absent: feed_forward_length, or with ff_div_used feed_forward_length / used).
+ * Routing: the router's logits, softmax over every expert, the top n_expert_used
+ * of them, their probabilities as the experts' weights, renormalized to sum to 1 when
+ * norm_weights. */
+enum kiln_moe_gating {
+    KILN_GATING_SOFTMAX = 0,    /* softmax over every expert, the chosen ones' probabilities */
+    KILN_GATING_SOFTMAX_CHOSEN, /* the top logits chosen, softmax over them alone (gpt-oss) */
+};
+enum kiln_moe_act {
+    KILN_MOE_SWIGLU = 0,        /* silu(gate) * up */
+    KILN_MOE_SWIGLU_OAI,        /* gpt-oss's clamped form (kt_swiglu_oai, alpha 1.702, limit 7) */
+};
+struct kiln_moe_spec {
+    bool allowed;      /* the family may have experts */
+    bool required;     /* ... and must */
+    const char *ff_key;
+    bool ff_div_used;
+    bool ff_required;  /* ff_key must be in the file */
+    bool norm_weights;
+    enum kiln_moe_gating gating;
+    enum kiln_moe_act act;
+};
+
+
 /* One row per architecture: everything that says what it is. The common
  * hyper-parameters (context, widths, heads, RoPE, norms) are read for every row;
  * the row adds its family keys, which layers are windowed, its tensors, the
@@ -182,6 +243,8 @@ struct kiln_arch {
     const struct kiln_key_spec *keys;       /* family hyper-parameters, into a struct of fam_size bytes */
     size_t n_keys, fam_size;
     struct kiln_window_spec window;
+    struct kiln_moe_spec moe;
+    bool yarn;     /* the family may scale RoPE by YaRN (else that scaling type is refused) */
     /* after every key is read: derived family values, and what the row refuses, by name (may be NULL) */
     bool (*prepare)(struct kiln_model *m, char *err, size_t errlen);
     /* builds and returns the logits tensor [n_vocab, n_outputs] */
@@ -216,6 +279,10 @@ int32_t kiln_pool_seqs(const struct kiln_batch *b, int32_t n_seq_max, int32_t *s
 /* The inputs' values for batch b */
 bool kiln_pool_set_inputs(const struct kiln_pool_inputs *pi, const struct kiln_batch *b, enum kiln_pooling pooling,
                           const int32_t *seq_row);
+struct kt_tensor *kiln_build_gpt_oss(const struct kiln_graph_in *in); /* arch/gpt_oss.c */
+/* The routed feed-forward of layer il over cur [n_embd, T] (arch/moe.c): the row's
+ * routing, SwiGLU experts, their outputs weighted and summed: [n_embd, T]. */
+struct kt_tensor *kiln_moe_ffn(const struct kiln_graph_in *in, int il, struct kt_tensor *cur);
 
 /* ---- KV cache (the memory's KV kinds: memory.h, kv_cache.c) */
 

@@ -28,27 +28,43 @@ struct preset {
     float final_cap, attn_cap;
     float rope_factor; /* linear RoPE scaling on global layers (0: none) */
     bool tied;         /* no output.weight: the output is the embedding (as Gemma 3's files) */
+    /* experts (for an architecture with them; 0: synth's small default, see experts()) */
+    int64_t n_expert, n_expert_used, n_ff_exp;
+    double freq_base;  /* 0: 10000 */
 };
 
 /* n_vocab is the synthetic vocabulary's size (a --vocab file brings its own). */
 static const struct preset presets[] = {
-    {"tiny", 64, 2, 4, 2, 128, 512, 256, NULL, 0, 16, 0.3f, 0.5f, 0, false},
+    {"tiny", 64, 2, 4, 2, 128, 512, 256, NULL, 0, 16, 0.3f, 0.5f, 0, false, 0, 0, 0, 0},
     /* grouped-query attention (4 heads per KV head), 8 layers and a feed-forward width
      * that is not a multiple of 256: exercises every branch of the quantization mixes */
-    {"small", 256, 8, 8, 2, 672, 512, 512, NULL, 0, 32, 0.3f, 0.5f, 0, false},
-    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, 2048, NULL, 0, 1024, 30.0f, 50.0f, 0, false},
-    {"llama-7b", 4096, 32, 32, 32, 11008, 32000, 4096, NULL, 0, 4096, 30.0f, 50.0f, 0, false},
+    {"small", 256, 8, 8, 2, 672, 512, 512, NULL, 0, 32, 0.3f, 0.5f, 0, false, 0, 0, 0, 0},
+    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, 2048, NULL, 0, 1024, 30.0f, 50.0f, 0, false, 0, 0, 0, 0},
+    {"llama-7b", 4096, 32, 32, 32, 11008, 32000, 4096, NULL, 0, 4096, 30.0f, 50.0f, 0, false, 0, 0, 0, 0},
     /* Gemma 3 4B's shape: head 256 (not n_embd / n_head), window 1024 on 29 of 34 layers,
      * RoPE scaled by 8 on the global ones, a vocabulary of 262144, the output tied */
-    {"gemma3-4b", 2560, 34, 8, 4, 10240, 262144, 131072, "gemma3", 256, 1024, 0.0f, 0.0f, 8.0f, true},
+    {"gemma3-4b", 2560, 34, 8, 4, 10240, 262144, 131072, "gemma3", 256, 1024, 0.0f, 0.0f, 8.0f, true, 0, 0, 0, 0},
     /* BGE-small's shape (33M parameters with BGE's vocabulary: --vocab ggml-vocab-bert-bge.gguf) */
-    {"bge-small", 384, 12, 12, 12, 1536, 512, 512, "bert", 0, 0, 0.0f, 0.0f, 0, false},
+    {"bge-small", 384, 12, 12, 12, 1536, 512, 512, "bert", 0, 0, 0.0f, 0.0f, 0, false, 0, 0, 0, 0},
+    /* Qwen3-30B-A3B's shape: 48 layers of 128 experts (8 used, 768 wide), head 128, untied */
+    {"qwen3-30b-a3b", 2048, 48, 32, 4, 6144, 151936, 40960, "qwen3moe", 128, 0, 0.0f, 0.0f, 0, false, 128, 8, 768,
+     1e6},
+    /* gpt-oss-20b's shape: 24 layers of 32 experts (4 used, 2880 wide), head 64, a window of
+     * 128 on every other layer, YaRN by 32 over 4096 positions */
+    {"gpt-oss-20b", 2880, 24, 64, 8, 2880, 201088, 131072, "gpt-oss", 64, 128, 0.0f, 0.0f, 32.0f, false, 32, 4, 2880,
+     150000},
 };
 
-static const char *const preset_names[] = {"tiny", "small", "tinyllama-1.1b", "llama-7b", "gemma3-4b", "bge-small",
-                                           NULL};
+static const char *const preset_names[] = {"tiny", "small", "tinyllama-1.1b", "llama-7b", "gemma3-4b",
+                                           "bge-small",
+                                           "qwen3-30b-a3b", "gpt-oss-20b", NULL};
 
 const char *const *kiln_synth_presets(void) { return preset_names; }
+
+/* --arch names synth takes beyond the table's rows: mixtral is a llama file with experts */
+bool kiln_synth_arch_known(const char *arch) {
+    return arch && (kiln_arch_supported(arch) || !strcmp(arch, "mixtral"));
+}
 
 struct kiln_synth_params kiln_synth_default_params(void) {
     return (struct kiln_synth_params){.preset = "tiny", .type = KT_TYPE_F16, .n_threads = 1,
@@ -87,7 +103,7 @@ static void random_row(uint64_t seed, int64_t tensor, int64_t row, float std, fl
 struct stensor {
     char name[KT_MAX_NAME];
     int n_dims;
-    int64_t ne[2];
+    int64_t ne[3];
     enum kt_type type;
     int64_t index;  /* stream id */
     bool ones;      /* norm weights: 1.0 */
@@ -300,6 +316,7 @@ static bool ftype_of(enum kt_type t, enum kiln_ftype *out) {
     case KT_TYPE_BF16: *out = KILN_FTYPE_MOSTLY_BF16; return true;
     case KT_TYPE_Q8_0: *out = KILN_FTYPE_MOSTLY_Q8_0; return true;
     case KT_TYPE_Q4_0: *out = KILN_FTYPE_MOSTLY_Q4_0; return true;
+    case KT_TYPE_MXFP4: *out = KILN_FTYPE_MOSTLY_MXFP4_MOE; return true;
     default: return false;
     }
 }
@@ -312,11 +329,26 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
     if (!ps) return kiln_errf(err, errlen, "unknown preset '%s'", p->preset);
     enum kiln_ftype ftype;
     if (!ftype_of(p->type, &ftype))
-        return kiln_errf(err, errlen, "type %s is not one synth makes (F32, F16, BF16, Q8_0, Q4_0)", kt_type_name(p->type));
+        return kiln_errf(err, errlen, "type %s is not one synth makes (F32, F16, BF16, Q8_0, Q4_0, MXFP4)",
+                         kt_type_name(p->type));
 
     const char *arch_name = p->arch ? p->arch : ps->arch ? ps->arch : "llama";
+    /* Mixtral: a llama file whose layers route through experts */
+    const bool mixtral = !strcmp(arch_name, "mixtral");
+    if (mixtral) arch_name = "llama";
     const struct kiln_arch *arch = kiln_arch_find(arch_name);
     if (!arch) return kiln_errf(err, errlen, "architecture '%s' is not one kiln runs", arch_name);
+    const int64_t n_layer = p->n_layers > 0 ? p->n_layers : ps->n_layer;
+    if (n_layer > KILN_MAX_LAYERS)
+        return kiln_errf(err, errlen, "%lld layers: at most %d", (long long)n_layer, KILN_MAX_LAYERS);
+    /* experts where the family has them: the preset's, or on the small presets 4 of which 2
+     * serve each token (fewer used than exist, so that routing decides) */
+    int64_t n_expert = 0, n_used = 0, n_ff_exp = 0;
+    if (mixtral || arch->moe.required) {
+        n_expert = ps->n_expert ? ps->n_expert : 4;
+        n_used = ps->n_expert_used ? ps->n_expert_used : 2;
+        n_ff_exp = mixtral ? ps->n_ff : ps->n_ff_exp ? ps->n_ff_exp : ps->n_ff / 2;
+    }
 
     struct gguf_writer *w = gguf_writer_new();
     if (!w) return kiln_errf(err, errlen, "out of memory");
@@ -328,7 +360,7 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
     /* <arch>.* hyper-parameters, as model.c reads them */
     static const char *const hp_keys[] = {"context_length", "embedding_length", "block_count", "feed_forward_length",
                                           "rope.dimension_count", "attention.head_count", "attention.head_count_kv"};
-    const int64_t hp_vals[] = {ps->n_ctx, ps->n_embd, ps->n_layer, ps->n_ff, head_dim, ps->n_head, ps->n_head_kv};
+    const int64_t hp_vals[] = {ps->n_ctx, ps->n_embd, n_layer, ps->n_ff, head_dim, ps->n_head, ps->n_head_kv};
     char key[128];
     for (size_t i = 0; ok && i < sizeof hp_keys / sizeof hp_keys[0]; i++) {
         snprintf(key, sizeof key, "%s.%s", arch_name, hp_keys[i]);
@@ -337,13 +369,14 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch_name);
     ok = ok && gguf_writer_set_f32(w, key, 1e-5f);
     snprintf(key, sizeof key, "%s.rope.freq_base", arch_name);
-    ok = ok && gguf_writer_set_f32(w, key, 10000.0f) && gguf_writer_set_u64(w, "kiln.synth.seed", p->seed);
+    ok = ok && gguf_writer_set_f32(w, key, ps->freq_base > 0 ? (float)ps->freq_base : 10000.0f) &&
+         gguf_writer_set_u64(w, "kiln.synth.seed", p->seed);
     if (!ok) kiln_errf(err, errlen, "%s", gguf_writer_error(w));
     if (ok) ok = p->vocab_path ? file_vocab(w, p->vocab_path, &n_vocab, err, errlen)
                                : synth_vocab(w, n_vocab, err, errlen);
     /* the family's own keys (Gemma: windows, soft-caps, per-layer shapes), and every
      * layer's shape as the loader will read it back */
-    struct kiln_hparams hp = {.n_ctx_train = ps->n_ctx, .n_embd = ps->n_embd, .n_layer = ps->n_layer, .n_head = ps->n_head,
+    struct kiln_hparams hp = {.n_ctx_train = ps->n_ctx, .n_embd = ps->n_embd, .n_layer = n_layer, .n_head = ps->n_head,
                               .n_head_kv = ps->n_head_kv, .n_embd_head = head_dim, .n_ff = ps->n_ff,
                               .n_rot = head_dim};
     bool file_types = false;
@@ -353,10 +386,13 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
         file_types = vg && gguf_find_key(vg, "tokenizer.ggml.token_type_count") >= 0;
         gguf_close(vg);
     }
-    const struct kiln_synth_shape shape = {ps->n_embd, ps->n_layer, ps->n_head, ps->n_head_kv, ps->n_ff, ps->n_ctx,
-                                           head_dim, ps->n_swa, ps->final_cap, ps->attn_cap, ps->rope_factor,
-                                           p->pooling, file_types};
-    struct kiln_layer_hp *lhp = calloc((size_t)ps->n_layer, sizeof *lhp);
+    const struct kiln_synth_shape shape = {.n_embd = ps->n_embd, .n_layer = n_layer, .n_head = ps->n_head,
+                                           .n_head_kv = ps->n_head_kv, .n_ff = ps->n_ff, .n_ctx = ps->n_ctx,
+                                           .head_dim = head_dim, .n_swa = ps->n_swa, .final_cap = ps->final_cap,
+                                           .attn_cap = ps->attn_cap, .rope_factor = ps->rope_factor,
+                                           .pooling = p->pooling, .file_token_types = file_types,
+                                           .n_expert = n_expert, .n_expert_used = n_used, .n_ff_exp = n_ff_exp};
+    struct kiln_layer_hp *lhp = calloc((size_t)n_layer, sizeof *lhp);
     if (ok && !lhp) ok = kiln_errf(err, errlen, "out of memory");
     if (ok) ok = kiln_synth_family(w, arch_name, &shape, &hp, lhp, err, errlen);
     if (ok && head_dim != ps->n_embd / ps->n_head) {
@@ -385,6 +421,8 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
         if (sp->optional && !sp->per_layer &&
             (!kiln_synth_wants(arch_name, sp, NULL, hp.pooling) || (ps->tied && !strcmp(sp->name, "output.weight"))))
             continue;
+        /* the dense feed-forward or the experts, as the layers have them */
+        if ((sp->when == KILN_WHEN_DENSE && n_expert > 0) || (sp->when == KILN_WHEN_EXPERTS && n_expert == 0)) continue;
         const struct kiln_tensor_spec **list = sp->per_layer ? block : global;
         int64_t *n = sp->per_layer ? &n_block : &n_global;
         if (*n == 32) {
@@ -395,7 +433,7 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
         for (; j > 0 && strcmp(list[j - 1]->name, sp->name) > 0; j--) list[j] = list[j - 1];
         list[j] = sp;
     }
-    const int64_t n_max = n_global + n_block * ps->n_layer;
+    const int64_t n_max = n_global + n_block * n_layer;
     struct stensor *ts = calloc((size_t)n_max, sizeof *ts);
     const char **names = calloc((size_t)n_max, sizeof *names);
     size_t done = 0;
@@ -403,7 +441,7 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
                        .progress_data = p->progress_data, .done = &done, .arch = arch_name};
     if (ok && (!ts || !names)) ok = kiln_errf(err, errlen, "out of memory");
     int64_t n_t = 0;
-    for (int64_t i = 0; ok && i < n_global + n_block * ps->n_layer; i++) {
+    for (int64_t i = 0; ok && i < n_global + n_block * n_layer; i++) {
         const struct kiln_tensor_spec *sp;
         const struct kiln_layer_hp *l = NULL;
         struct stensor *t = &ts[n_t];
@@ -419,19 +457,21 @@ bool kiln_synth(const struct kiln_synth_params *p, const char *out, char *err, s
         }
         t->ne[0] = kiln_dim_size(&hp, l, sp->ne0);
         t->ne[1] = kiln_dim_size(&hp, l, sp->ne1);
-        t->n_dims = sp->ne1 == KILN_DIM_NONE ? 1 : 2;
+        t->ne[2] = kiln_dim_size(&hp, l, sp->ne2);
+        t->n_dims = sp->ne1 == KILN_DIM_NONE ? 1 : sp->ne2 == KILN_DIM_NONE ? 2 : 3;
         t->std = kiln_synth_std(arch_name, t->name, t->n_dims);
-        t->ones = t->std == 0.0f; /* norms (and, but in BERT, biases) of ones */
+        if (t->n_dims == 1) kiln_synth_random_1d(arch_name, sp->name, &t->std); /* gpt-oss's biases and sinks */
+        t->ones = t->std == 0.0f; /* norms (and, but in BERT and gpt-oss, biases) of ones */
         t->index = n_t;
         t->run = &run;
         names[n_t++] = t->name;
     }
     struct kiln_qmix mix;
-    if (ok) kiln_qmix_init(&mix, ftype, false, arch_name, ps->n_layer, ps->n_head, ps->n_head_kv, 0, names, n_t);
+    if (ok) kiln_qmix_init(&mix, ftype, false, arch_name, n_layer, ps->n_head, ps->n_head_kv, n_expert, names, n_t);
     for (int64_t i = 0; ok && i < n_t; i++) {
         struct stensor *t = &ts[i];
         t->type = kiln_qmix_type(&mix, t->name, t->n_dims, t->ne, KT_TYPE_F32);
-        run.total += kt_row_size(t->type, t->ne[0]) * (size_t)t->ne[1];
+        run.total += kt_row_size(t->type, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2]);
         if (!gguf_writer_add_tensor_fill(w, t->name, t->type, t->n_dims, t->ne, fill, t))
             ok = kiln_errf(err, errlen, "%s", gguf_writer_error(w));
     }

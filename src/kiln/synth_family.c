@@ -5,10 +5,11 @@
  * fewer than six layers) and Gemma 4 (a per-layer pattern array, windowed layers
  * with half the head size and twice the KV heads of global ones, global layers
  * without a v projection and with proportional RoPE, a scale on each layer's
- * output) and BERT (no grouped heads, LayerNorm's epsilon, a pooling type, token types,
+ * output), BERT (no grouped heads, LayerNorm's epsilon, a pooling type, token types,
  * biases, and with rank pooling a classifier head; weights large enough that attention
- * and the biases move the result). Each writes the keys llama.cpp reads and derives the shapes kiln's loader
- * will derive from them.
+ * and the biases move the result), experts (the expert keys) and gpt-oss (a window on
+ * every other layer, YaRN, random biases and sinks). Each writes the keys llama.cpp
+ * reads and derives the shapes kiln's loader will derive from them.
  */
 #include "synth_family.h"
 
@@ -56,16 +57,48 @@ static bool bert_keys(struct gguf_writer *w, const char *arch, const struct kiln
     return true;
 }
 
+/* gpt-oss: every other layer windowed (from layer 0, llama.cpp's pattern 2), YaRN on every
+ * layer (the preset's factor, 4 on the small presets, over an original context of
+ * n_ctx / factor, so that the ramp between interpolated and unscaled pairs falls inside a
+ * head) */
+static bool gpt_oss(struct gguf_writer *w, const char *arch, const struct kiln_synth_shape *s,
+                    struct kiln_hparams *hp, struct kiln_layer_hp *lhp, char *err, size_t errlen) {
+    const float factor = s->rope_factor > 0.0f ? s->rope_factor : 4.0f;
+    char k[160];
+    snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
+    bool ok = set_u32(w, arch, "attention.sliding_window", (uint32_t)s->n_swa) && gguf_writer_set_str(w, k, "yarn") &&
+              set_f32(w, arch, "rope.scaling.factor", factor) &&
+              set_u32(w, arch, "rope.scaling.original_context_length", (uint32_t)((float)s->n_ctx / factor));
+    for (int64_t il = 0; il < s->n_layer; il++) {
+        lhp[il].kind = il % 2 == 0 ? KILN_LAYER_ATTN_WINDOW : KILN_LAYER_ATTN;
+        lhp[il].rope_freq_scale = 1.0f / factor;
+    }
+    hp->rope_freq_scale = 1.0f / factor;
+    if (!ok) return kiln_errf(err, errlen, "%s", gguf_writer_error(w));
+    return true;
+}
+
 bool kiln_synth_family(struct gguf_writer *w, const char *arch, const struct kiln_synth_shape *s,
                        struct kiln_hparams *hp, struct kiln_layer_hp *lhp, char *err, size_t errlen) {
     const int64_t L = s->n_layer;
     for (int64_t il = 0; il < L; il++)
         lhp[il] = (struct kiln_layer_hp){.kind = KILN_LAYER_ATTN, .n_head = s->n_head, .n_head_kv = s->n_head_kv,
-                                         .n_embd_head = s->head_dim, .n_rot = s->head_dim, .n_ff = s->n_ff};
+                                         .n_embd_head = s->head_dim, .n_rot = s->head_dim, .n_ff = s->n_ff,
+                                         .n_expert = s->n_expert, .n_expert_used = s->n_expert_used,
+                                         .n_ff_exp = s->n_ff_exp};
     if (is_bert(arch)) return bert_keys(w, arch, s, hp, lhp, err, errlen);
     if (s->pooling > KILN_POOLING_NONE && !set_u32(w, arch, "pooling_type", (uint32_t)s->pooling))
         return kiln_errf(err, errlen, "%s", gguf_writer_error(w));
     hp->pooling = s->pooling > KILN_POOLING_NONE ? s->pooling : KILN_POOLING_NONE;
+    const bool oss = !strcmp(arch, "gpt-oss");
+    if (s->n_expert > 0) {
+        bool ok = set_u32(w, arch, "expert_count", (uint32_t)s->n_expert) &&
+                  set_u32(w, arch, "expert_used_count", (uint32_t)s->n_expert_used);
+        /* Mixtral's experts are feed_forward_length wide; the others say */
+        if (strcmp(arch, "llama")) ok = ok && set_u32(w, arch, "expert_feed_forward_length", (uint32_t)s->n_ff_exp);
+        if (!ok) return kiln_errf(err, errlen, "%s", gguf_writer_error(w));
+    }
+    if (oss) return gpt_oss(w, arch, s, hp, lhp, err, errlen);
     if (!is_gemma(arch)) return true;
     const bool g2 = !strcmp(arch, "gemma2"), g4 = !strcmp(arch, "gemma4");
     /* local/global: Gemma 2 alternates; 3 and 4 have five local layers to a global one,
@@ -126,6 +159,7 @@ bool kiln_synth_wants(const char *arch, const struct kiln_tensor_spec *spec, con
     if (!strcmp(spec->name, "output.weight")) return true; /* untied */
     /* BERT: every bias and the token types; the classifier head only for rank pooling */
     if (is_bert(arch)) return strncmp(spec->name, "cls.", 4) || pooling == KILN_POOLING_RANK;
+    if (!strcmp(arch, "gpt-oss")) return true;             /* q/k/v biases */
     if (strcmp(arch, "gemma4")) return false;
     /* Gemma 4: v projections on windowed layers only (global ones take k), and output scales */
     if (!strcmp(spec->name, "attn_v.weight")) return l && l->kind == KILN_LAYER_ATTN_WINDOW;
@@ -146,6 +180,14 @@ float kiln_synth_std(const char *arch, const char *name, int n_dims) {
 }
 
 bool kiln_synth_constant(const char *arch, const char *name, float *value) {
+    /* gpt-oss: both norms scaled up, so that random weights' attention scores reach about 1
+     * (where YaRN's scale and the sinks move them) and the experts' outputs weigh in the
+     * residual (where the routing weights show) */
+    if (!strcmp(arch, "gpt-oss") &&
+        (ends_with(name, "attn_norm.weight") || ends_with(name, "post_attention_norm.weight"))) {
+        *value = ends_with(name, "post_attention_norm.weight") ? 4.0f : 8.0f;
+        return true;
+    }
     if (!is_gemma(arch)) return false;
     if (ends_with(name, "layer_output_scale.weight")) {
         *value = 0.75f;
@@ -158,6 +200,12 @@ bool kiln_synth_constant(const char *arch, const char *name, float *value) {
         return true;
     }
     return false;
+}
+
+bool kiln_synth_random_1d(const char *arch, const char *name, float *std) {
+    if (strcmp(arch, "gpt-oss") || ends_with(name, "norm.weight")) return false;
+    *std = 0.5f;
+    return true;
 }
 
 bool kiln_synth_rope_freqs(const char *arch, const char *name, int64_t i, int64_t n, float *value) {

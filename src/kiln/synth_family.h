@@ -20,6 +20,7 @@ struct kiln_synth_shape {
     float rope_factor;  /* linear RoPE scaling of global layers (0: none) */
     enum kiln_pooling pooling; /* <arch>.pooling_type to write (UNSPECIFIED: the family's default) */
     bool file_token_types; /* the vocabulary file gave tokenizer.ggml.token_type_count */
+    int64_t n_expert, n_expert_used, n_ff_exp; /* experts (0: a dense feed-forward) */
 };
 
 /* Write arch's own keys into w (after the common ones, replacing any it redefines) and
@@ -33,6 +34,8 @@ bool kiln_synth_wants(const char *arch, const struct kiln_tensor_spec *spec, con
 float kiln_synth_std(const char *arch, const char *name, int n_dims);
 /* A tensor's fixed value instead of random weights or ones (true with *value set) */
 bool kiln_synth_constant(const char *arch, const char *name, float *value);
+/* A 1-D tensor with random values of this std instead of ones (gpt-oss's biases and sinks) */
+bool kiln_synth_random_1d(const char *arch, const char *name, float *std);
 /* rope_freqs of Gemma 4's proportional RoPE: 1 for the first quarter of the pairs, 1e30 (no turn) after */
 bool kiln_synth_rope_freqs(const char *arch, const char *name, int64_t i, int64_t n, float *value);
 

@@ -582,6 +582,20 @@ struct kt_tensor *kt_softcap(struct kt_context *ctx, struct kt_tensor *a, float 
     return t;
 }
 
+struct kt_tensor *kt_attn_ext_sinks(struct kt_context *ctx, struct kt_tensor *q, struct kt_tensor *k,
+                                    struct kt_tensor *v, struct kt_tensor *mask, struct kt_tensor *order, float scale,
+                                    struct kt_tensor *sinks) {
+    if (!sinks) return NULL;
+    if (sinks->type != KT_TYPE_F32 || !kt_is_contiguous(sinks) || kt_nelements(sinks) != (q ? q->ne[1] : -1)) {
+        kt_set_error("kt_attn_ext_sinks: sinks '%s' %s " SHAPE_FMT " must be one F32 value per head of q " SHAPE_FMT,
+                     sinks->name, kt_type_name(sinks->type), SHAPE_ARGS(sinks), SHAPE_ARGS(q));
+        return NULL;
+    }
+    struct kt_tensor *t = kt_attn_ext(ctx, q, k, v, mask, order, scale);
+    if (t) t->src[5] = sinks;
+    return t;
+}
+
 struct kt_tensor *kt_attn_ext_softcap(struct kt_context *ctx, struct kt_tensor *q, struct kt_tensor *k,
                                       struct kt_tensor *v, struct kt_tensor *mask, struct kt_tensor *order, float scale,
                                       float softcap) {

@@ -171,9 +171,15 @@ struct kv_info {
     size_t bytes, full;
 };
 
+/* experts per layer and used per token (0: dense), and what one token reads */
+struct moe_info {
+    int64_t n_expert, n_used, n_params_active;
+    size_t active;
+};
+
 static void print_results(enum output out, const struct result *res, int n_res, int reps, const char *path,
                           const char *desc, const char *backends, size_t msize, int64_t n_params, int n_batch,
-                          const char *test_time, const struct kv_info *kv) {
+                          const char *test_time, const struct kv_info *kv, const struct moe_info *moe) {
     if (out == OUT_MD) {
         printf("| model | size | params | backend | threads | test | t/s |\n");
         printf("| --- | ---: | ---: | --- | ---: | --- | ---: |\n");
@@ -197,6 +203,18 @@ static void print_results(enum output out, const struct result *res, int n_res, 
                        gpu ? "host " : "", res[i].bw, res[i].n_threads, BW_PASSES, BW_BYTES >> 20,
                        gpu ? " on the CPU alone" : "", res[i].bw * 1e9 / (double)msize);
         }
+        /* a mixture of experts reads a token's experts only: its bound is on those bytes */
+        if (moe->n_expert > 0)
+            for (int i = 0; i < n_res; i++) {
+                bool seen = false;
+                for (int j = 0; j < i; j++) seen |= res[j].n_threads == res[i].n_threads;
+                if (!seen)
+                    printf("experts: %lld used of %lld; active bytes per token %.2f MiB (%.2f M parameters); tg bound "
+                           "on them (%d threads): %.1f t/s\n",
+                           (long long)moe->n_used, (long long)moe->n_expert, (double)moe->active / 1048576.0,
+                           (double)moe->n_params_active / 1e6, res[i].n_threads,
+                           res[i].bw * 1e9 / (double)moe->active);
+            }
         /* sliding-window layers keep a window's cells, not the context's */
         printf("KV cache at n_ctx %u: %.2f MiB", kv->n_ctx, (double)kv->bytes / 1048576.0);
         if (kv->full != kv->bytes)
@@ -234,8 +252,10 @@ static void print_results(enum output out, const struct result *res, int n_res, 
         print_samples(r->samples_ns, reps, 0, false);
         printf(", \"samples_ts\": ");
         print_samples(r->samples_ns, reps, r->n_prompt + r->n_gen, true);
-        printf(", \"mem_read_gbs\": %.2f, \"n_ctx\": %u, \"kv_bytes\": %zu, \"kv_full_bytes\": %zu}%s\n", r->bw,
-               kv->n_ctx, kv->bytes, kv->full, i + 1 < n_res ? "," : "");
+        printf(", \"mem_read_gbs\": %.2f, \"n_ctx\": %u, \"kv_bytes\": %zu, \"kv_full_bytes\": %zu, \"n_expert\": %lld, "
+               "\"n_expert_used\": %lld, \"model_size_active\": %zu, \"model_n_params_active\": %lld}%s\n",
+               r->bw, kv->n_ctx, kv->bytes, kv->full, (long long)moe->n_expert, (long long)moe->n_used, moe->active,
+               (long long)moe->n_params_active, i + 1 < n_res ? "," : "");
     }
     if (out == OUT_JSON) printf("]\n");
 }
@@ -405,8 +425,11 @@ int cmd_bench(int argc, char **argv) {
     const time_t now = time(NULL);
     strftime(test_time, sizeof test_time, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     const struct kv_info kv = {kiln_n_ctx(ma.ctx), kiln_kv_size_bytes(ma.ctx), kiln_kv_size_bytes_full(ma.ctx)};
+    struct moe_info moe = {.active = kiln_model_size_active(ma.model),
+                           .n_params_active = kiln_model_n_params_active(ma.model)};
+    kiln_model_experts(ma.model, &moe.n_expert, &moe.n_used);
     print_results(out, res, n_res, reps, ma.model_path, desc, kiln_model_backends(ma.model), kiln_model_size(ma.model),
-                  kiln_model_n_params(ma.model), n_batch, test_time, &kv);
+                  kiln_model_n_params(ma.model), n_batch, test_time, &kv, &moe);
     rc = EXIT_OK;
 done:
     kiln_batch_free(&batch);

@@ -147,6 +147,9 @@ struct summary {
     uint64_t bytes[KT_TYPE_COUNT];
     uint64_t total_bytes, total_elements;
     bool runs;          /* kiln_model_load accepts the file */
+    int64_t n_expert, n_expert_used;   /* experts per layer, used per token (0: dense) */
+    int64_t n_params, n_params_active; /* of a file kiln runs: parameters, and those one token reads */
+    size_t size_active;                /* the bytes one token reads */
     char why_not[256];  /* its error when not */
 };
 
@@ -155,6 +158,12 @@ static void summarize(const char *path, const struct gguf_file *g, struct summar
     /* the runtime's own loader decides: architecture row, hyper-parameters, every tensor */
     struct kiln_model *m = kiln_model_load(path, kiln_model_default_params(), s->why_not, sizeof s->why_not);
     s->runs = m != NULL;
+    if (m) {
+        kiln_model_experts(m, &s->n_expert, &s->n_expert_used);
+        s->n_params = kiln_model_n_params(m);
+        s->n_params_active = kiln_model_n_params_active(m);
+        s->size_active = kiln_model_size_active(m);
+    }
     kiln_model_free(m);
     s->has_arch = gguf_get_str(g, "general.architecture", &s->arch);
     s->has_name = gguf_get_str(g, "general.name", &s->name);
@@ -225,6 +234,12 @@ static void print_text(FILE *f, const char *path, const struct gguf_file *g, con
     else
         fputs("(none)", f);
     fprintf(f, "\nkiln runs it: %s%s", s->runs ? "yes" : "no: ", s->runs ? "" : s->why_not);
+    if (s->runs && s->n_expert > 0) {
+        human_bytes(hb, sizeof hb, s->size_active);
+        fprintf(f, "\nexperts: %lld per layer, %lld used per token; parameters %.2f M, active per token %.2f M (%s)",
+                (long long)s->n_expert, (long long)s->n_expert_used, (double)s->n_params / 1e6,
+                (double)s->n_params_active / 1e6, hb);
+    }
     fputs("\nname: ", f);
     if (s->has_name)
         print_str(f, s->name, false);
@@ -286,6 +301,11 @@ static void print_json(FILE *f, const char *path, const struct gguf_file *g, con
         fputs("null", f);
     else
         json_text(f, s->why_not, strlen(s->why_not));
+    if (s->runs)
+        fprintf(f, ", \"n_expert\": %lld, \"n_expert_used\": %lld, \"n_params\": %lld, \"n_params_active\": %lld, "
+                   "\"size_active\": %zu",
+                (long long)s->n_expert, (long long)s->n_expert_used, (long long)s->n_params,
+                (long long)s->n_params_active, s->size_active);
     fputs(", \"name\": ", f);
     json_opt_str(f, s->has_name, s->name);
     fputs(",\n \"tokenizer\": {\"model\": ", f);

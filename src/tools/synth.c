@@ -20,15 +20,20 @@ static void usage(FILE *f) {
     fprintf(f, "usage: kiln synth --preset NAME -o OUT.gguf [options]\n\n"
                "  --preset NAME      tiny (2 layers, 64 embd), small (8 layers, 256 embd, GQA 4),\n"
                "                     tinyllama-1.1b, llama-7b, gemma3-4b (gemma3 unless --arch says),\n"
-               "                     bge-small (bert unless --arch says: BGE-small's shape)\n"
+               "                     bge-small (bert unless --arch says: BGE-small's shape),\n"
+               "                     qwen3-30b-a3b (qwen3moe: 128 experts, 8 used), gpt-oss-20b (gpt-oss:\n"
+               "                     32 experts, 4 used)\n"
                "  -o, --output FILE  the GGUF file to write\n"
                "  --arch NAME        llama (default), qwen2, qwen3, phi3, gemma2, gemma3, gemma4, bert,\n"
-               "                     nomic-bert: that\n"
-               "                     architecture's tensors and keys (Gemma: a sliding window of 16 tokens\n"
-               "                     on tiny, 32 on small)\n"
+               "                     nomic-bert, qwen3moe, gpt-oss, mixtral (a llama file with experts):\n"
+               "                     that architecture's tensors and keys (Gemma: a sliding window of 16\n"
+               "                     tokens on tiny, 32 on small; experts: 4, 2 used per token, on the\n"
+               "                     presets without their own)\n"
+               "  --layers N         N layers instead of the preset's (1-512)\n"
                "  --pooling P        the file's pooling type: none, mean, cls, last, rank (default: none;\n"
                "                     bert: cls, nomic-bert: mean); rank writes bert's classifier head\n"
-               "  --type TYPE        F32, F16 (default), BF16, Q8_0, Q4_0 (llama.cpp's mix for that type)\n"
+               "  --type TYPE        F32, F16 (default), BF16, Q8_0, Q4_0, MXFP4 (llama.cpp's mix for that\n"
+               "                     type; MXFP4: expert stacks MXFP4, other matrices Q8_0)\n"
                "  --vocab FILE       take the tokenizer from this GGUF file (default: a synthetic\n"
                "                     byte-fallback SentencePiece vocabulary)\n"
                "  --seed N           random seed (default 0); same seed, same bytes on any machine\n"
@@ -55,23 +60,26 @@ int cmd_synth(int argc, char **argv) {
             if (!(out = tool_arg_path(CMD, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "--arch")) {
             if (!(p.arch = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
-            if (!kiln_arch_supported(p.arch)) {
-                char list[128];
+            if (!kiln_synth_arch_known(p.arch)) {
+                char list[160];
                 kiln_arch_list(list, sizeof list);
-                return tool_usage_error(CMD, "unknown --arch '%s' (%s)", p.arch, list);
+                return tool_usage_error(CMD, "unknown --arch '%s' (%s, mixtral)", p.arch, list);
             }
         } else if (!strcmp(a, "--pooling")) {
             if (!(v = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
             if (!kiln_pooling_from_name(v, &p.pooling))
                 return tool_usage_error(CMD, "unknown --pooling '%s' (none, mean, cls, last, rank)", v);
+        } else if (!strcmp(a, "--layers")) {
+            if (!(v = tool_arg_value(CMD, argc, argv, &i)) || !tool_parse_i64(CMD, a, v, 1, 512, &p.n_layers))
+                return EXIT_USAGE;
         } else if (!strcmp(a, "--vocab")) {
             if (!(p.vocab_path = tool_arg_path(CMD, argc, argv, &i))) return EXIT_USAGE;
         } else if (!strcmp(a, "--type")) {
             if (!(v = tool_arg_value(CMD, argc, argv, &i))) return EXIT_USAGE;
             if (!kt_type_from_name(v, &p.type) ||
                 (p.type != KT_TYPE_F32 && p.type != KT_TYPE_F16 && p.type != KT_TYPE_BF16 &&
-                 p.type != KT_TYPE_Q8_0 && p.type != KT_TYPE_Q4_0))
-                return tool_usage_error(CMD, "unknown --type '%s' (F32, F16, BF16, Q8_0, Q4_0)", v);
+                 p.type != KT_TYPE_Q8_0 && p.type != KT_TYPE_Q4_0 && p.type != KT_TYPE_MXFP4))
+                return tool_usage_error(CMD, "unknown --type '%s' (F32, F16, BF16, Q8_0, Q4_0, MXFP4)", v);
         } else if (!strcmp(a, "--seed")) {
             int64_t s;
             if (!(v = tool_arg_value(CMD, argc, argv, &i)) || !tool_parse_i64(CMD, a, v, 0, INT64_MAX, &s))

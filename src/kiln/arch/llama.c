@@ -1,8 +1,9 @@
 /*
  * llama.c - the llama graph (LLaMA 1/2/3, Mistral, TinyLlama, SmolLM, CodeLlama
  * shapes; qwen2 adds q/k/v biases, qwen3 per-head q/k RMS norms, phi3 fused
- * weights seen as views, all three NeoX RoPE; each is used where the
- * architecture's row bound it), read top to bottom:
+ * weights seen as views, all three NeoX RoPE; Mixtral and Qwen3-MoE route the
+ * feed-forward through experts (moe.c); each is used where the architecture's row
+ * bound it), read top to bottom:
  * embeddings; per layer RMSNorm, q/k/v projections, RoPE, the new k/v written
  * into the cache, grouped-query attention over the cache, output projection
  * and residual; RMSNorm, SwiGLU feed-forward and residual; final norm and the
@@ -64,6 +65,10 @@ struct kt_tensor *kiln_build_llama(const struct kiln_graph_in *in) {
         x = kt_add(ctx, x, attention(in, il, cur));
 
         cur = kt_mul(ctx, kt_rms_norm(ctx, x, eps), L->ffn_norm);
+        if (L->ffn_gate_inp) { /* experts (Mixtral, Qwen3-MoE): the shared routed block */
+            x = kt_add(ctx, x, kiln_moe_ffn(in, il, cur));
+            continue;
+        }
         struct kt_tensor *ff = kt_swiglu(ctx, kt_mul_mat(ctx, L->w_gate, cur), kt_mul_mat(ctx, L->w_up, cur));
         x = kt_add(ctx, x, kt_mul_mat(ctx, L->w_down, ff));
     }

@@ -3,7 +3,8 @@
  * group of query heads sharing a k/v head, the cells the mask leaves finite
  * are listed in the order the op's order input gives (cell order without
  * one), their scores q.k * scale (soft-capped when the op says so) + mask
- * computed (each k row read once for the group), softmax taken over that packed list, and the v rows of the list
+ * computed (each k row read once for the group), softmax taken over that packed list
+ * (and the head's sink where the op has them), and the v rows of the list
  * summed in its order. Nothing is summed over a masked cell, not even a zero:
  * a sequence's result depends only on its own cells in their listed order,
  * never on where in the cache they sit or what lies between them (the
@@ -29,15 +30,16 @@ size_t kt_cpu_attn_work_size(const struct kt_tensor *dst, int n_threads) {
     return per_thread(k->ne[1], q->ne[1] / k->ne[2], q->ne[0]) * (size_t)(n_threads > 0 ? n_threads : 1);
 }
 
-/* softmax of n packed scores (no mask left: every one is finite) */
-static void softmax(int64_t n, float *p, const float *s, bool simd) {
-    if (simd) {
+/* softmax of n packed scores (no mask left: every one is finite); with a sink (sink !=
+ * NULL), *sink also takes part in the max and the denominator but gets no probability */
+static void softmax(int64_t n, float *p, const float *s, const float *sink, bool simd) {
+    if (simd && !sink) {
         kt_cpu_soft_max_row_avx512(n, p, s, NULL, false, 1.0f, 1.0f);
         return;
     }
-    float mx = -INFINITY;
+    float mx = sink ? *sink : -INFINITY;
     for (int64_t i = 0; i < n; i++) mx = s[i] > mx ? s[i] : mx;
-    double sum = 0.0;
+    double sum = sink ? expf(*sink - mx) : 0.0;
     for (int64_t i = 0; i < n; i++) sum += p[i] = expf(s[i] - mx);
     const float inv = (float)(1.0 / sum);
     for (int64_t i = 0; i < n; i++) p[i] *= inv;
@@ -70,6 +72,7 @@ static void axpy(float *o, float p, const float *v, int64_t D, bool simd) {
 void kt_cpu_attn(const struct kt_compute_params *p, struct kt_tensor *dst) {
     const struct kt_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *mask = dst->src[3];
     const int32_t *order = dst->src[4] ? (const int32_t *)dst->src[4]->data : NULL;
+    const float *sinks = dst->src[5] ? (const float *)dst->src[5]->data : NULL;
     const float scale = kt_get_op_param_f32(dst, 0), cap = kt_get_op_param_f32(dst, 1);
     const int64_t D = q->ne[0], H = q->ne[1], T = q->ne[2], n_kv = k->ne[1], Hkv = k->ne[2], G = H / Hkv;
     const bool simd = kt_cpu_ops_use_avx512() && D % 16 == 0;
@@ -77,8 +80,8 @@ void kt_cpu_attn(const struct kt_compute_params *p, struct kt_tensor *dst) {
     uint8_t *w = (uint8_t *)(((uintptr_t)p->wdata + 63) & ~(uintptr_t)63) + per_thread(n_kv, G, D) * (size_t)p->ith;
     int32_t *idx = (int32_t *)w;
     float *madd = (float *)(idx + n_kv), *s = madd + n_kv, *pr = s + G * n_kv, *row = pr + G * n_kv, *o = row + 16 * D;
-    /* soft-capped scores go through the generic loop (the AVX-512 unit does not cap) */
-    const bool f16 = simd && k->type == KT_TYPE_F16 && v->type == KT_TYPE_F16 && cap == 0.0f;
+    /* soft-capped scores and sinks go through the generic loop (the AVX-512 unit has neither) */
+    const bool f16 = simd && k->type == KT_TYPE_F16 && v->type == KT_TYPE_F16 && cap == 0.0f && !sinks;
 
     /* Units (token, k/v head) go round the threads; a token's cell list serves all its
      * units, so with a token per thread and more (T >= nth) a thread takes whole tokens
@@ -129,7 +132,7 @@ void kt_cpu_attn(const struct kt_compute_params *p, struct kt_tensor *dst) {
             }
         }
         for (int64_t g = 0; g < G; g++) {
-            if (n) softmax(n, pr + g * n_kv, s + g * n_kv, simd);
+            if (n) softmax(n, pr + g * n_kv, s + g * n_kv, sinks ? sinks + kh * G + g : NULL, simd);
             memset(o + g * D, 0, (size_t)D * sizeof(float));
         }
         /* the v rows of the list, in its order */

@@ -234,8 +234,9 @@ static bool cu_supports_op(const struct kt_backend *, const struct kt_tensor *op
                (kt_blck_size(a->type) == 1 || a->nb[0] == kt_type_size(a->type));
     case KT_OP_ATTN: {
         const struct kt_tensor *k = op->src[1], *v = op->src[2], *m = op->src[3], *o = op->src[4];
-        /* the attention kernels do not soft-cap their scores (Gemma 2): those stay on the CPU */
-        return f32(op) && f32(a) && a->ne[0] <= 256 && kt_get_op_param_f32(op, 1) == 0.0f &&
+        /* the attention kernels do not soft-cap their scores (Gemma 2) nor take sinks (gpt-oss):
+         * those stay on the CPU */
+        return f32(op) && f32(a) && a->ne[0] <= 256 && kt_get_op_param_f32(op, 1) == 0.0f && !op->src[5] &&
                kt_cu_type_readable(k->type) &&
                kt_cu_type_readable(v->type) && k->nb[0] == kt_type_size(k->type) &&
                v->nb[0] == kt_type_size(v->type) && (!m || f32(m)) && (!o || (o->type == KT_TYPE_I32 && kt_is_contiguous(o)));
