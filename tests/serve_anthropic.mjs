@@ -62,7 +62,8 @@ const n1 = await client.messages.countTokens({ model: "kjv", system: base.system
 check("count_tokens", n0.input_tokens > 0 && n1.input_tokens > n0.input_tokens, [n0, n1]);
 
 const tools = [{ name: "get_weather", description: "Weather in a city.",
-  input_schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false } }];
+  input_schema: { type: "object", properties: { city: { type: "string", maxLength: 20 } }, required: ["city"],
+    additionalProperties: false } }];
 const history = [
   { role: "user", content: "Weather in Paris?" },
   { role: "assistant", content: [{ type: "text", text: "Let me look." },
@@ -77,8 +78,8 @@ const after = await client.messages.create({ model: "kjv", max_tokens: 8, temper
 check("a reply after a tool result", after.type === "message" && after.content.length >= 1, after);
 
 try {
-  const forced = await client.messages.create({ model: "kjv", max_tokens: 64, temperature: 0, tools,
-    tool_choice: { type: "tool", name: "get_weather" }, messages: history.slice(0, 1), thinking: { type: "disabled" } });
+  const forced = await client.messages.create({ model: "kjv", max_tokens: 200, temperature: 0, tools,
+    tool_choice: { type: "tool", name: "get_weather", disable_parallel_tool_use: true }, messages: history.slice(0, 1), thinking: { type: "disabled" } });
   const uses = forced.content.filter((b) => b.type === "tool_use");
   check("tool_choice tool: a tool_use block", uses.length >= 1 && forced.stop_reason === "tool_use", forced);
   for (const u of uses)
