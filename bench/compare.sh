@@ -51,7 +51,7 @@ for r in $(seq "$rounds"); do
     exit 3
   fi
   "$kiln" bench -m "$model" -p "$npp" -n "$ntg" -r 1 -t "$threads" -o json |
-    python3 -c 'import json,sys; r=json.load(sys.stdin); print("kiln", r[0]["avg_ts"], r[1]["avg_ts"], r[1]["mem_read_gbs"], r[1]["model_size"])' >> "$out"
+    python3 -c 'import json,sys; r=json.load(sys.stdin); print("kiln", r[0]["avg_ts"], r[1]["avg_ts"], r[1]["mem_read_gbs"], r[1].get("model_size_active") or r[1]["model_size"])' >> "$out"
   "$peer" bench "$model" "$npp" "$ntg" 1 "$threads" 2>/dev/null |
     python3 -c 'import json,sys; r=json.load(sys.stdin); print("llama.cpp", r["pp_ts_median"], r["tg_ts_median"], 0, 0)' >> "$out"
 done
@@ -72,6 +72,8 @@ for e in ("kiln", "llama.cpp"):
     print(f"| {e} | {med[e][0]:.1f} | {med[e][1]:.1f} |")
 print(f"| kiln / llama.cpp | {med['kiln'][0]/med['llama.cpp'][0]:.2f}x | {med['kiln'][1]/med['llama.cpp'][1]:.2f}x |")
 bound = bw * 1e9 / size
-print(f"memory read bandwidth {bw:.1f} GB/s ({th} threads, kiln bench); tg bound {bound:.1f} t/s: "
+# a mixture of experts reads its active bytes per token (attention, router, the experts used, output)
+print(f"memory read bandwidth {bw:.1f} GB/s ({th} threads, kiln bench); tg bound {bound:.1f} t/s "
+      f"(on {size / 1048576:.0f} MiB a token): "
       f"kiln {100*med['kiln'][1]/bound:.0f}%, llama.cpp {100*med['llama.cpp'][1]/bound:.0f}% of it")
 PY
