@@ -2,6 +2,27 @@
 # (after lib.sh): a prompt's tokens and logits, greedy tokens, perplexity.
 # Use: . "$(dirname "${BASH_SOURCE[0]}")/peer_lib.sh"
 
+# peer_require: $peer, llama.cpp's peer driver, and python3, or the test is skipped (77)
+peer_require() {
+  peer=${KILN_PEER:-/tmp/kiln-peer/peer}
+  if [ ! -x "$peer" ]; then
+    echo "SKIP: llama.cpp's peer is not built ($peer; ../shared/peer/build.sh builds it and KILN_PEER names it)"
+    exit 77
+  fi
+  command -v python3 >/dev/null || { echo "SKIP: python3 is not installed"; exit 77; }
+}
+
+# peer_kjv_inputs: $text, the KJV test text (or skipped), a prompt in $tmp/prompts.txt and
+# the text's first 4 KB in $tmp/text.txt (about 2400 tokens of the synthetic vocabulary)
+peer_kjv_inputs() {
+  text=$shared/text/kjv_test_a.txt
+  [ -f "$text" ] || { echo "SKIP: $text is absent"; exit 77; }
+  printf '%s\n' \
+    'In the beginning God created the heaven and the earth. And the earth was without form, and void; and darkness was upon the face of the deep.' \
+    > "$tmp/prompts.txt"
+  head -c 4096 "$text" > "$tmp/text.txt"
+}
+
 # compare REF_PREFIX KILN_PREFIX [NMSE]: one prompt's reference against kiln eval's tokens and
 # logits (NMSE at most 1e-4 unless given)
 compare() {

@@ -10,12 +10,8 @@
 # file asked to generate, rank pooling without a classifier, a line past the context.
 # Skipped (77) when the peer is not built.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" embed-peer
-peer=${KILN_PEER:-/tmp/kiln-peer/peer}
-if [ ! -x "$peer" ]; then
-  echo "SKIP: llama.cpp's peer is not built ($peer; ../shared/peer/build.sh builds it and KILN_PEER names it)"
-  exit 77
-fi
-command -v python3 >/dev/null || { echo "SKIP: python3 is not installed"; exit 77; }
+. "$(dirname "${BASH_SOURCE[0]}")/peer_lib.sh"
+peer_require
 vocab=$shared/vocab/ggml-vocab-bert-bge.gguf
 [ -f "$vocab" ] || { echo "SKIP: $vocab is absent"; exit 77; }
 

@@ -10,22 +10,9 @@
 # shared/models/families/gemma3-kjv-q4_0.gguf, still within 0.5% of llama.cpp.
 # Skipped (77) when the peer is not built.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" gemma-peer
-peer=${KILN_PEER:-/tmp/kiln-peer/peer}
-if [ ! -x "$peer" ]; then
-  echo "SKIP: llama.cpp's peer is not built ($peer; ../shared/peer/build.sh builds it and KILN_PEER names it)"
-  exit 77
-fi
-command -v python3 >/dev/null || { echo "SKIP: python3 is not installed"; exit 77; }
-text=$shared/text/kjv_test_a.txt
-[ -f "$text" ] || { echo "SKIP: $text is absent"; exit 77; }
-
-printf '%s\n' \
-  'In the beginning God created the heaven and the earth. And the earth was without form, and void; and darkness was upon the face of the deep.' \
-  > "$tmp/prompts.txt"
-# the synthetic vocabulary spells the text out in short pieces: 4 KB make about 2400 tokens
-head -c 4096 "$text" > "$tmp/text.txt"
-
 . "$(dirname "${BASH_SOURCE[0]}")/peer_lib.sh"
+peer_require
+peer_kjv_inputs
 
 for arch in gemma2 gemma3 gemma4; do
   m=$tmp/$arch.gguf

@@ -10,19 +10,8 @@
 # Skipped (77) when the peer is not built.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" moe-peer
 . "$(dirname "${BASH_SOURCE[0]}")/peer_lib.sh"
-peer=${KILN_PEER:-/tmp/kiln-peer/peer}
-if [ ! -x "$peer" ]; then
-  echo "SKIP: llama.cpp's peer is not built ($peer; ../shared/peer/build.sh builds it and KILN_PEER names it)"
-  exit 77
-fi
-command -v python3 >/dev/null || { echo "SKIP: python3 is not installed"; exit 77; }
-text=$shared/text/kjv_test_a.txt
-[ -f "$text" ] || { echo "SKIP: $text is absent"; exit 77; }
-
-printf '%s\n' \
-  'In the beginning God created the heaven and the earth. And the earth was without form, and void; and darkness was upon the face of the deep.' \
-  > "$tmp/prompts.txt"
-head -c 4096 "$text" > "$tmp/text.txt"
+peer_require
+peer_kjv_inputs
 
 for case in mixtral:F16 qwen3moe:F16 gpt-oss:F16 gpt-oss:MXFP4; do
   arch=${case%%:*} type=${case#*:}

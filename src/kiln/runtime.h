@@ -259,6 +259,9 @@ int64_t kiln_dim_size(const struct kiln_hparams *hp, const struct kiln_layer_hp 
  * layers' kinds and shapes, and the row's family keys (hparams.c). */
 bool kiln_load_hparams(struct kiln_model *m, const char *arch, int64_t n_vocab, char *err, size_t errlen);
 struct kt_tensor *kiln_build_llama(const struct kiln_graph_in *in);
+/* The output head over the final-normed hidden states x [n_embd, T] (arch/llama.c): x
+ * itself for embeddings, else the logits of the output rows, soft-capped when softcap > 0 */
+struct kt_tensor *kiln_build_head(const struct kiln_graph_in *in, struct kt_tensor *x, float softcap);
 struct kt_tensor *kiln_build_gemma(const struct kiln_graph_in *in); /* arch/gemma.c */
 struct kt_tensor *kiln_build_bert(const struct kiln_graph_in *in);  /* arch/bert.c */
 

@@ -194,7 +194,7 @@ static bool lower_message(const cJSON *m, int i, cJSON *out, char *err, size_t e
     return ok;
 }
 
-static bool copy_field(const cJSON *from, const char *name, cJSON *to, const char *as) {
+bool srv_json_copy(const cJSON *from, const char *name, cJSON *to, const char *as) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(from, name);
     if (v && !cJSON_IsNull(v)) cJSON_AddItemToObject(to, as, cJSON_Duplicate(v, true));
     return v != NULL;
@@ -251,8 +251,8 @@ cJSON *srv_anthropic_to_chat(const cJSON *body, bool generating, bool jinja, int
             cJSON_AddStringToObject(ft, "type", "function");
             f = cJSON_AddObjectToObject(ft, "function");
             cJSON_AddStringToObject(f, "name", name->valuestring);
-            copy_field(t, "description", f, "description");
-            if (!copy_field(t, "input_schema", f, "parameters")) cJSON_AddObjectToObject(f, "parameters");
+            srv_json_copy(t, "description", f, "description");
+            if (!srv_json_copy(t, "input_schema", f, "parameters")) cJSON_AddObjectToObject(f, "parameters");
             cJSON_AddItemToArray(ot, ft);
         }
     }
@@ -297,13 +297,13 @@ cJSON *srv_anthropic_to_chat(const cJSON *body, bool generating, bool jinja, int
         else if (budget) *think_budget = (int32_t)budget->valuedouble;
     }
     if (generating) {
-        copy_field(body, "max_tokens", chat, "max_tokens");
-        copy_field(body, "stop_sequences", chat, "stop");
-        copy_field(body, "temperature", chat, "temperature");
-        copy_field(body, "top_p", chat, "top_p");
-        copy_field(body, "top_k", chat, "top_k");
-        copy_field(body, "stream", chat, "stream");
-        copy_field(body, "model", chat, "model");
+        srv_json_copy(body, "max_tokens", chat, "max_tokens");
+        srv_json_copy(body, "stop_sequences", chat, "stop");
+        srv_json_copy(body, "temperature", chat, "temperature");
+        srv_json_copy(body, "top_p", chat, "top_p");
+        srv_json_copy(body, "top_k", chat, "top_k");
+        srv_json_copy(body, "stream", chat, "stream");
+        srv_json_copy(body, "model", chat, "model");
     }
     return chat;
 fail:

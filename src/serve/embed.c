@@ -153,6 +153,19 @@ static char *base64(const unsigned char *p, size_t n) {
     return o;
 }
 
+/* The answer's frame both APIs share: the request's model (else the server's), a list,
+ * the tokens read */
+static cJSON *list_answer(const struct kiln_server *s, const cJSON *body, int64_t tokens) {
+    cJSON *o = cJSON_CreateObject();
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(body, "model");
+    cJSON_AddStringToObject(o, "model", cJSON_IsString(model) ? model->valuestring : s->model_id);
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON *u = cJSON_AddObjectToObject(o, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", (double)tokens);
+    cJSON_AddNumberToObject(u, "total_tokens", (double)tokens);
+    return o;
+}
+
 static enum MHD_Result refuse_unless(struct srv_req *r, bool rank) {
     const struct kiln_server *s = r->srv;
     if (!s->p.embeddings)
@@ -224,13 +237,7 @@ static enum MHD_Result embeddings(struct srv_req *r, bool oai) {
             cJSON_AddItemToArray(data, e);
         }
         if (oai) {
-            cJSON *o = cJSON_CreateObject();
-            const cJSON *model = cJSON_GetObjectItemCaseSensitive(body, "model");
-            cJSON_AddStringToObject(o, "model", cJSON_IsString(model) ? model->valuestring : s->model_id);
-            cJSON_AddStringToObject(o, "object", "list");
-            cJSON *u = cJSON_AddObjectToObject(o, "usage");
-            cJSON_AddNumberToObject(u, "prompt_tokens", (double)in.tokens);
-            cJSON_AddNumberToObject(u, "total_tokens", (double)in.tokens);
+            cJSON *o = list_answer(s, body, in.tokens);
             cJSON_AddItemToObject(o, "data", data);
             data = o;
         }
@@ -358,13 +365,7 @@ enum MHD_Result srv_route_rerank(struct srv_req *r) {
     for (int k = 0; k < nd; k++) sc[k] = (struct scored){k, out[k][0]};
     qsort(sc, (size_t)nd, sizeof *sc, by_score);
     const int n_top = top && top->valuedouble < nd ? (int)top->valuedouble : nd;
-    cJSON *o = cJSON_CreateObject();
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(body, "model");
-    cJSON_AddStringToObject(o, "model", cJSON_IsString(model) ? model->valuestring : s->model_id);
-    cJSON_AddStringToObject(o, "object", "list");
-    cJSON *u = cJSON_AddObjectToObject(o, "usage");
-    cJSON_AddNumberToObject(u, "prompt_tokens", (double)in.tokens);
-    cJSON_AddNumberToObject(u, "total_tokens", (double)in.tokens);
+    cJSON *o = list_answer(s, body, in.tokens);
     cJSON *res = cJSON_AddArrayToObject(o, "results");
     for (int k = 0; k < n_top; k++) {
         cJSON *e = cJSON_CreateObject();

@@ -126,11 +126,6 @@ static bool lower_item(const cJSON *it, int i, cJSON *msgs, char *err, size_t er
     return false;
 }
 
-static void copy(const cJSON *from, const char *name, cJSON *to, const char *as) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(from, name);
-    if (v && !cJSON_IsNull(v)) cJSON_AddItemToObject(to, as, cJSON_Duplicate(v, true));
-}
-
 cJSON *srv_responses_to_chat(const cJSON *body, char *err, size_t errlen) {
     if (!srv_check_fields(body, SRV_BODY_RESPONSES, NULL, err, errlen)) return NULL;
     cJSON *chat = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(chat, "messages");
@@ -181,14 +176,14 @@ cJSON *srv_responses_to_chat(const cJSON *body, char *err, size_t errlen) {
             cJSON_AddStringToObject(ft, "type", "function");
             f = cJSON_AddObjectToObject(ft, "function");
             cJSON_AddStringToObject(f, "name", name->valuestring);
-            copy(t, "description", f, "description");
-            copy(t, "parameters", f, "parameters");
+            srv_json_copy(t, "description", f, "description");
+            srv_json_copy(t, "parameters", f, "parameters");
             cJSON_AddItemToArray(ot, ft);
         }
     }
     const cJSON *tc = cJSON_GetObjectItemCaseSensitive(body, "tool_choice");
     if (cJSON_IsString(tc)) {
-        copy(body, "tool_choice", chat, "tool_choice");
+        srv_json_copy(body, "tool_choice", chat, "tool_choice");
     } else if (cJSON_IsObject(tc)) {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(tc, "name");
         if (!cJSON_IsString(name)) {
@@ -200,12 +195,12 @@ cJSON *srv_responses_to_chat(const cJSON *body, char *err, size_t errlen) {
         f = cJSON_AddObjectToObject(c, "function");
         cJSON_AddStringToObject(f, "name", name->valuestring);
     }
-    copy(body, "parallel_tool_calls", chat, "parallel_tool_calls");
-    copy(body, "max_output_tokens", chat, "max_tokens");
-    copy(body, "temperature", chat, "temperature");
-    copy(body, "top_p", chat, "top_p");
-    copy(body, "stream", chat, "stream");
-    copy(body, "model", chat, "model");
+    srv_json_copy(body, "parallel_tool_calls", chat, "parallel_tool_calls");
+    srv_json_copy(body, "max_output_tokens", chat, "max_tokens");
+    srv_json_copy(body, "temperature", chat, "temperature");
+    srv_json_copy(body, "top_p", chat, "top_p");
+    srv_json_copy(body, "stream", chat, "stream");
+    srv_json_copy(body, "model", chat, "model");
     return chat;
 fail:
     cJSON_Delete(chat);

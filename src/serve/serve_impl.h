@@ -331,6 +331,9 @@ enum MHD_Result srv_generate(struct srv_req *r, const cJSON *body, enum srv_api 
 /* ---- Anthropic's Messages API (anthropic.c) */
 enum MHD_Result srv_route_messages(struct srv_req *r);
 enum MHD_Result srv_route_count_tokens(struct srv_req *r);
+/* from's member name, unless absent or null, copied into to as member as (anthropic.c; the
+ * foreign APIs' converters); whether from has it */
+bool srv_json_copy(const cJSON *from, const char *name, cJSON *to, const char *as);
 /* A /v1/messages body as a chat body (count_tokens: !generating, only what the prompt needs; jinja:
  * the server renders with a Jinja template, which 'thinking' is passed to as enable_thinking);
  * *think_budget from 'thinking' (-2: the server's); NULL with a message naming the field. */

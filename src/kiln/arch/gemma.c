@@ -129,14 +129,5 @@ struct kt_tensor *kiln_build_gemma(const struct kiln_graph_in *in) {
         x = kt_add(ctx, x, rms(ctx, cur, L->ffn_post_norm, eps));
         if (L->out_scale) x = kt_mul(ctx, x, L->out_scale);
     }
-    x = rms(ctx, x, m->output_norm, eps);
-    if (in->embeddings) return x; /* every token's hidden state, for pooling */
-    if (in->n_outputs < in->n_tokens) x = kt_get_rows(ctx, x, in->out_ids);
-    struct kt_tensor *logits = kt_mul_mat(ctx, m->output, x); /* [n_vocab, n_outputs] */
-    if (g->final_softcap > 0.0f) logits = kt_softcap(ctx, logits, g->final_softcap);
-    if (logits) {
-        kt_set_name(logits, "logits");
-        kt_set_output(logits);
-    }
-    return logits;
+    return kiln_build_head(in, rms(ctx, x, m->output_norm, eps), g->final_softcap);
 }

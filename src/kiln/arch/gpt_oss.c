@@ -61,12 +61,5 @@ struct kt_tensor *kiln_build_gpt_oss(const struct kiln_graph_in *in) {
         x = kt_add(ctx, x, kiln_moe_ffn(in, il, cur));
     }
     x = kt_mul(ctx, kt_rms_norm(ctx, x, eps), m->output_norm);
-    if (in->embeddings) return x; /* every token's hidden state, for pooling */
-    if (in->n_outputs < in->n_tokens) x = kt_get_rows(ctx, x, in->out_ids);
-    struct kt_tensor *logits = kt_mul_mat(ctx, m->output, x); /* [n_vocab, n_outputs] */
-    if (logits) {
-        kt_set_name(logits, "logits");
-        kt_set_output(logits);
-    }
-    return logits;
+    return kiln_build_head(in, x, 0.0f);
 }

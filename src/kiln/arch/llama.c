@@ -53,6 +53,19 @@ static struct kt_tensor *attention(const struct kiln_graph_in *in, int il, struc
     return kt_mul_mat(ctx, L->wo, kt_reshape_2d(ctx, att, D * H, T));
 }
 
+struct kt_tensor *kiln_build_head(const struct kiln_graph_in *in, struct kt_tensor *x, float softcap) {
+    struct kt_context *ctx = in->ctx;
+    if (in->embeddings) return x; /* every token's hidden state, for pooling */
+    if (in->n_outputs < in->n_tokens) x = kt_get_rows(ctx, x, in->out_ids);
+    struct kt_tensor *logits = kt_mul_mat(ctx, in->model->output, x); /* [n_vocab, n_outputs] */
+    if (softcap > 0.0f) logits = kt_softcap(ctx, logits, softcap);
+    if (logits) {
+        kt_set_name(logits, "logits");
+        kt_set_output(logits);
+    }
+    return logits;
+}
+
 struct kt_tensor *kiln_build_llama(const struct kiln_graph_in *in) {
     struct kt_context *ctx = in->ctx;
     const struct kiln_model *m = in->model;
@@ -73,12 +86,5 @@ struct kt_tensor *kiln_build_llama(const struct kiln_graph_in *in) {
         x = kt_add(ctx, x, kt_mul_mat(ctx, L->w_down, ff));
     }
     x = kt_mul(ctx, kt_rms_norm(ctx, x, eps), m->output_norm);
-    if (in->embeddings) return x; /* every token's hidden state, for pooling */
-    if (in->n_outputs < in->n_tokens) x = kt_get_rows(ctx, x, in->out_ids);
-    struct kt_tensor *logits = kt_mul_mat(ctx, m->output, x); /* [n_vocab, n_outputs] */
-    if (logits) {
-        kt_set_name(logits, "logits");
-        kt_set_output(logits);
-    }
-    return logits;
+    return kiln_build_head(in, x, 0.0f);
 }
