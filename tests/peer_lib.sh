@@ -65,3 +65,11 @@ if abs(got["ppl"] / want["ppl"] - 1) > 0.005 or got["scored"] != want["scored"]:
 print("  ppl %.4f, llama.cpp %.4f" % (got["ppl"], want["ppl"]))
 PY
 }
+
+# peer_ppl LABEL MODEL N_CTX N_BATCH: kiln's perplexity on $tmp/text.txt within 0.5% of
+# llama.cpp's at that context, kiln evaluating in batches of N_BATCH
+peer_ppl() {
+  "$peer" ppl "$2" "$tmp/text.txt" "$3" >"$tmp/peer-ppl.json" 2>/dev/null
+  "$kiln" perplexity -m "$2" -f "$tmp/text.txt" -c "$3" -b "$4" --json >"$tmp/ppl.json" 2>/dev/null
+  check "$1: perplexity at n_ctx $3, batches of $4" ppl_close "$tmp/peer-ppl.json" "$tmp/ppl.json"
+}

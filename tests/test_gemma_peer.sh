@@ -26,10 +26,7 @@ for arch in gemma2 gemma3 gemma4; do
     check "$arch prompt $k: greedy tokens" greedy "$tmp/ref-$arch-$k.json" "$tmp/run.json"
   done
   for c in "128 128" "512 32"; do
-    set -- $c
-    "$peer" ppl "$m" "$tmp/text.txt" "$1" >"$tmp/peer-ppl.json" 2>/dev/null
-    "$kiln" perplexity -m "$m" -f "$tmp/text.txt" -c "$1" -b "$2" --json >"$tmp/ppl.json" 2>/dev/null
-    check "$arch: perplexity at n_ctx $1, batches of $2" ppl_close "$tmp/peer-ppl.json" "$tmp/ppl.json"
+    peer_ppl "$arch" "$m" $c
   done
 done
 

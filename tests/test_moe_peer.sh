@@ -33,10 +33,7 @@ for case in mixtral:F16 qwen3moe:F16 gpt-oss:F16 gpt-oss:MXFP4; do
     *) sizes=() ;;
   esac
   for c in "${sizes[@]}"; do
-    set -- $c
-    "$peer" ppl "$m" "$tmp/text.txt" "$1" >"$tmp/peer-ppl.json" 2>/dev/null
-    "$kiln" perplexity -m "$m" -f "$tmp/text.txt" -c "$1" -b "$2" --json >"$tmp/ppl.json" 2>/dev/null
-    check "$arch: perplexity at n_ctx $1, batches of $2" ppl_close "$tmp/peer-ppl.json" "$tmp/ppl.json"
+    peer_ppl "$arch" "$m" $c
   done
 done
 tu_finish test_moe_peer

@@ -48,6 +48,11 @@ enum { REQ = false, OPT = true };
     L("attn_q.weight", REQ, KILN_DIM_EMBD, KILN_DIM_Q, wq),     \
     L("attn_k.weight", REQ, KILN_DIM_EMBD, KILN_DIM_KV, wk),    \
     L("attn_v.weight", REQ, KILN_DIM_EMBD, KILN_DIM_KV, wv)
+/* q/k/v biases: required (qwen2) or optional (gpt-oss, bert) */
+#define QKV_BIAS(req)                                            \
+    L("attn_q.bias", req, KILN_DIM_Q, KILN_DIM_NONE, bq),       \
+    L("attn_k.bias", req, KILN_DIM_KV, KILN_DIM_NONE, bk),      \
+    L("attn_v.bias", req, KILN_DIM_KV, KILN_DIM_NONE, bv)
 #define ATTN_OUT L("attn_output.weight", REQ, KILN_DIM_Q, KILN_DIM_EMBD, wo)
 #define FFN_NORM L("ffn_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, ffn_norm)
 #define FFN_DOWN L("ffn_down.weight", REQ, KILN_DIM_FF, KILN_DIM_EMBD, w_down)
@@ -81,9 +86,7 @@ static const struct kiln_tensor_spec llama_tensors[] = {
 static const struct kiln_tensor_spec qwen2_tensors[] = {
     HEAD_TENSORS,
     ATTN_NORM, ATTN_QKV,
-    L("attn_q.bias", REQ, KILN_DIM_Q, KILN_DIM_NONE, bq),
-    L("attn_k.bias", REQ, KILN_DIM_KV, KILN_DIM_NONE, bk),
-    L("attn_v.bias", REQ, KILN_DIM_KV, KILN_DIM_NONE, bv),
+    QKV_BIAS(REQ),
     ATTN_OUT, FFN_NORM, FFN_GATE_UP, FFN_DOWN,
 };
 
@@ -187,9 +190,7 @@ static const struct kiln_tensor_spec gpt_oss_tensors[] = {
     G("output_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, output_norm),
     G("output.weight", REQ, KILN_DIM_EMBD, KILN_DIM_VOCAB, output),
     ATTN_NORM, ATTN_QKV,
-    L("attn_q.bias", OPT, KILN_DIM_Q, KILN_DIM_NONE, bq),
-    L("attn_k.bias", OPT, KILN_DIM_KV, KILN_DIM_NONE, bk),
-    L("attn_v.bias", OPT, KILN_DIM_KV, KILN_DIM_NONE, bv),
+    QKV_BIAS(OPT),
     ATTN_OUT,
     L("attn_output.bias", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, bo),
     L("attn_sinks.weight", REQ, KILN_DIM_HEADS, KILN_DIM_NONE, attn_sinks),
@@ -224,9 +225,7 @@ static const struct kiln_tensor_spec bert_tensors[] = {
     G("token_embd_norm.bias", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, tok_norm_b),
     CLS_HEAD,
     ATTN_QKV,
-    L("attn_q.bias", OPT, KILN_DIM_Q, KILN_DIM_NONE, bq),
-    L("attn_k.bias", OPT, KILN_DIM_KV, KILN_DIM_NONE, bk),
-    L("attn_v.bias", OPT, KILN_DIM_KV, KILN_DIM_NONE, bv),
+    QKV_BIAS(OPT),
     ATTN_OUT,
     L("attn_output.bias", OPT, KILN_DIM_EMBD, KILN_DIM_NONE, bo),
     L("attn_output_norm.weight", REQ, KILN_DIM_EMBD, KILN_DIM_NONE, attn_out_norm),

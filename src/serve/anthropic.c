@@ -200,6 +200,13 @@ bool srv_json_copy(const cJSON *from, const char *name, cJSON *to, const char *a
     return v != NULL;
 }
 
+void srv_chat_named_tool(cJSON *chat, const char *name) {
+    cJSON *c = cJSON_AddObjectToObject(chat, "tool_choice"), *f;
+    cJSON_AddStringToObject(c, "type", "function");
+    f = cJSON_AddObjectToObject(c, "function");
+    cJSON_AddStringToObject(f, "name", name);
+}
+
 cJSON *srv_anthropic_to_chat(const cJSON *body, bool generating, bool jinja, int32_t *think_budget, char *err,
                              size_t errlen) {
     *think_budget = -2; /* the server's */
@@ -265,10 +272,7 @@ cJSON *srv_anthropic_to_chat(const cJSON *body, bool generating, bool jinja, int
         else if (!strcmp(ty, "any")) cJSON_AddStringToObject(chat, "tool_choice", "required");
         else if (!strcmp(ty, "none")) cJSON_AddStringToObject(chat, "tool_choice", "none");
         else if (!strcmp(ty, "tool") && cJSON_IsString(name)) {
-            cJSON *c = cJSON_AddObjectToObject(chat, "tool_choice"), *f;
-            cJSON_AddStringToObject(c, "type", "function");
-            f = cJSON_AddObjectToObject(c, "function");
-            cJSON_AddStringToObject(f, "name", name->valuestring);
+            srv_chat_named_tool(chat, name->valuestring);
         } else {
             snprintf(err, errlen, "'tool_choice' must be {\"type\": \"auto\"|\"any\"|\"none\"} or {\"type\": \"tool\", "
                                   "\"name\": ...}");

@@ -190,10 +190,7 @@ cJSON *srv_responses_to_chat(const cJSON *body, char *err, size_t errlen) {
             snprintf(err, errlen, "'tool_choice' must be auto, none, required or {\"type\": \"function\", \"name\": ...}");
             goto fail;
         }
-        cJSON *c = cJSON_AddObjectToObject(chat, "tool_choice"), *f;
-        cJSON_AddStringToObject(c, "type", "function");
-        f = cJSON_AddObjectToObject(c, "function");
-        cJSON_AddStringToObject(f, "name", name->valuestring);
+        srv_chat_named_tool(chat, name->valuestring);
     }
     srv_json_copy(body, "parallel_tool_calls", chat, "parallel_tool_calls");
     srv_json_copy(body, "max_output_tokens", chat, "max_tokens");

@@ -334,6 +334,8 @@ enum MHD_Result srv_route_count_tokens(struct srv_req *r);
 /* from's member name, unless absent or null, copied into to as member as (anthropic.c; the
  * foreign APIs' converters); whether from has it */
 bool srv_json_copy(const cJSON *from, const char *name, cJSON *to, const char *as);
+/* The chat body's tool_choice naming one function (anthropic.c; both converters) */
+void srv_chat_named_tool(cJSON *chat, const char *name);
 /* A /v1/messages body as a chat body (count_tokens: !generating, only what the prompt needs; jinja:
  * the server renders with a Jinja template, which 'thinking' is passed to as enable_thinking);
  * *think_budget from 'thinking' (-2: the server's); NULL with a message naming the field. */

@@ -187,20 +187,24 @@ static bool xml_params(struct gb *b, int i, const cJSON *params, const char *whe
     return ok;
 }
 
+/* the grammar literal of pre, name and post as one string */
+static void name_lit(struct gb *b, const char *pre, const char *name, const char *post) {
+    struct gb o = {0};
+    puts_(&o, pre);
+    puts_(&o, name);
+    puts_(&o, post);
+    lit(b, o.p ? o.p : "");
+    free(o.p);
+}
+
 /* the call of tool i in the format's markup: rule t<i>-call */
 static void call_rule(struct gb *b, enum kiln_tool_format f, bool mistral_args, int i, const char *name) {
     putf(b, "tc%d-call ::= ", i);
     switch (f) {
-    case KILN_TOOLS_QWEN3_CODER: {
-        struct gb o = {0};
-        puts_(&o, "<function=");
-        puts_(&o, name);
-        puts_(&o, ">\n");
-        lit(b, o.p ? o.p : "");
-        free(o.p);
+    case KILN_TOOLS_QWEN3_CODER:
+        name_lit(b, "<function=", name, ">\n");
         putf(b, " tc%d-params \"</function>\"\n", i);
         return;
-    }
     case KILN_TOOLS_LLAMA3:
         puts_(b, "\"{\" tc-sp \"\\\"name\\\"\" tc-sp \":\" tc-sp ");
         json_name_lit(b, name);
@@ -218,36 +222,18 @@ static void call_rule(struct gb *b, enum kiln_tool_format f, bool mistral_args, 
         putf(b, " tc-sp \",\" tc-sp \"\\\"arguments\\\"\" tc-sp \":\" tc-sp t%d-root tc-sp \",\" tc-sp "
                 "\"\\\"id\\\"\" tc-sp \":\" tc-sp \"\\\"\" [a-zA-Z0-9]{9} \"\\\"\" tc-sp \"}\"\n", i);
         return;
-    case KILN_TOOLS_GPT_OSS: {
-        struct gb o = {0};
-        puts_(&o, "<|channel|>commentary to=functions.");
-        puts_(&o, name);
-        puts_(&o, " <|constrain|>json<|message|>");
-        lit(b, o.p ? o.p : "");
-        free(o.p);
+    case KILN_TOOLS_GPT_OSS:
+        name_lit(b, "<|channel|>commentary to=functions.", name, " <|constrain|>json<|message|>");
         putf(b, " t%d-root\n", i);
         return;
-    }
-    case KILN_TOOLS_DEEPSEEK_R1: {
-        struct gb o = {0};
-        puts_(&o, DS_CALL "function" DS_SEP);
-        puts_(&o, name);
-        puts_(&o, "\n```json\n");
-        lit(b, o.p ? o.p : "");
-        free(o.p);
+    case KILN_TOOLS_DEEPSEEK_R1:
+        name_lit(b, DS_CALL "function" DS_SEP, name, "\n```json\n");
         putf(b, " t%d-root \"\\n\"? \"```\" \"" DS_CALL_END "\"\n", i);
         return;
-    }
-    case KILN_TOOLS_DEEPSEEK_V3: {
-        struct gb o = {0};
-        puts_(&o, DS_CALL);
-        puts_(&o, name);
-        puts_(&o, DS_SEP);
-        lit(b, o.p ? o.p : "");
-        free(o.p);
+    case KILN_TOOLS_DEEPSEEK_V3:
+        name_lit(b, DS_CALL, name, DS_SEP);
         putf(b, " t%d-root \"" DS_CALL_END "\"\n", i);
         return;
-    }
     default: /* Hermes and generic: {"name": ..., "arguments": ...} */
         puts_(b, "\"{\" tc-sp \"\\\"name\\\"\" tc-sp \":\" tc-sp ");
         json_name_lit(b, name);
